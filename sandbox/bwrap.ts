@@ -1,0 +1,201 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, lstatSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { JobCgroup } from './cgroup.js';
+import { processTree, signalAll } from './process-tree.js';
+import type { ExecOptions, ExitStatus, ResourceUsage, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from './sandbox.js';
+
+/** The unprivileged identity jobs run as inside the sandbox. */
+const sandboxUid = 1000;
+/** Operating-system files a Python/PyTorch job needs, always read-only. */
+const systemFiles = ['/etc/alternatives', '/etc/ld.so.cache', '/etc/ld.so.conf', '/etc/ld.so.conf.d', '/etc/localtime'];
+const mergedUsrLinks = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+
+/**
+ * Bubblewrap: a fresh set of namespaces per job (no network, own pids, own mounts), the
+ * job in a cgroup of its own for limits and CPU accounting where cgroup v1 is writable.
+ */
+export class BubblewrapBackend implements SandboxBackend {
+  readonly name = 'bwrap';
+
+  /** @param group names this server's cgroups, so a later start can sweep what a crash left. */
+  constructor(
+    private readonly group: string,
+    private readonly bwrapPath = 'bwrap',
+  ) {}
+
+  async unavailableReason(): Promise<string | undefined> {
+    const probe = spawnSync(this.bwrapPath, ['--unshare-all', ...systemArgs(), '--', '/bin/true'], { encoding: 'utf8' });
+    if (probe.error) return `bubblewrap is not installed (${probe.error.message}); install the Debian package bubblewrap`;
+    if (probe.status !== 0) return `bubblewrap cannot create namespaces here: ${probe.stderr.trim()}`;
+    return undefined;
+  }
+
+  async create(spec: SandboxSpec): Promise<SandboxInstance> {
+    return new BubblewrapInstance(spec, this.group, this.bwrapPath);
+  }
+}
+
+function systemArgs(): string[] {
+  const args = ['--ro-bind', '/usr', '/usr'];
+  for (const link of mergedUsrLinks) {
+    if (!existsSync(link)) continue;
+    if (lstatSync(link).isSymbolicLink()) args.push('--symlink', `usr${link}`, link);
+    else args.push('--ro-bind', link, link);
+  }
+  for (const file of systemFiles) args.push('--ro-bind-try', file, file);
+  return args;
+}
+
+class BubblewrapInstance implements SandboxInstance {
+  private readonly running = new Set<BubblewrapProcess>();
+
+  constructor(
+    readonly spec: SandboxSpec,
+    private readonly group: string,
+    private readonly bwrapPath: string,
+  ) {}
+
+  exec(options: ExecOptions): SandboxProcess {
+    const cgroup = JobCgroup.create(this.group, options.tag);
+    cgroup?.setLimits(options.limits);
+    // The shell joins the job's cgroups before it becomes bwrap, so nothing escapes accounting.
+    const child = spawn(
+      '/bin/sh',
+      ['-c', 'for f in $A2RL_CGROUP_PROCS; do echo $$ > "$f"; done; exec "$@"', 'sh', this.bwrapPath, ...this.args(options)],
+      {
+        stdio: ['ignore', options.outputFd, options.outputFd],
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', A2RL_CGROUP_PROCS: cgroup?.procsFiles.join(' ') ?? '' },
+        detached: true,
+      },
+    );
+    const job = new BubblewrapProcess(child, cgroup, options.limits.cpus);
+    this.running.add(job);
+    void job.exited.then(() => this.running.delete(job));
+    return job;
+  }
+
+  async destroy(): Promise<void> {
+    await Promise.all([...this.running].map((job) => job.stop(2000)));
+  }
+
+  private args(options: ExecOptions): string[] {
+    const { spec } = this;
+    const threads = String(Math.max(1, Math.ceil(options.limits.cpus)));
+    const env: Record<string, string> = {
+      PATH: '/usr/local/bin:/usr/bin:/bin',
+      HOME: spec.workdir,
+      LANG: 'C.UTF-8',
+      // Without /sys the BLAS and OpenMP runtimes see one core; tell them what the job got.
+      OMP_NUM_THREADS: threads,
+      OPENBLAS_NUM_THREADS: threads,
+      MKL_NUM_THREADS: threads,
+      ...spec.env,
+      ...options.env,
+      CUDA_VISIBLE_DEVICES: options.limits.gpus.map((_, i) => i).join(','),
+    };
+    const args = [
+      '--unshare-all',
+      '--die-with-parent',
+      '--new-session',
+      '--cap-drop',
+      'ALL',
+      '--uid',
+      String(sandboxUid),
+      '--gid',
+      String(sandboxUid),
+      '--hostname',
+      'a2rl-sandbox',
+      '--clearenv',
+      ...Object.entries(env).flatMap(([key, value]) => ['--setenv', key, value]),
+      ...systemArgs(),
+      '--proc',
+      '/proc',
+      '--dev',
+      '/dev',
+      '--tmpfs',
+      '/tmp',
+    ];
+    for (const hidden of spec.hidden) {
+      if (existsSync(hidden) && (hidden.startsWith('/usr/') || hidden.startsWith('/etc/'))) args.push('--tmpfs', hidden);
+    }
+    for (const gpu of options.limits.gpus) args.push('--dev-bind', `/dev/nvidia${gpu}`, `/dev/nvidia${gpu}`);
+    if (options.limits.gpus.length > 0) {
+      for (const device of ['nvidiactl', 'nvidia-uvm', 'nvidia-uvm-tools']) args.push('--dev-bind-try', `/dev/${device}`, `/dev/${device}`);
+    }
+    const mounts = [...spec.mounts].sort((a, b) => a.target.split('/').length - b.target.split('/').length);
+    for (const mount of mounts) args.push(mount.readOnly ? '--ro-bind' : '--bind', mount.source, mount.target);
+    args.push('--chdir', spec.workdir, '--', ...options.command);
+    return args;
+  }
+}
+
+class BubblewrapProcess implements SandboxProcess {
+  readonly exited: Promise<ExitStatus>;
+  private readonly startedAt = Date.now();
+  private finalUsage: ResourceUsage | undefined;
+
+  constructor(
+    private readonly child: ReturnType<typeof spawn>,
+    private readonly cgroup: JobCgroup | undefined,
+    private readonly cpus: number,
+  ) {
+    this.exited = new Promise((resolve) => {
+      const finish = (exitCode: number | null, signal: string | null) => {
+        // Whatever the job left behind dies with it.
+        if (this.cgroup) signalAll(this.cgroup.pids(), 'SIGKILL');
+        const oomKilled = (this.cgroup?.oomKills() ?? 0) > 0;
+        this.finalUsage = this.usage();
+        this.cgroup?.remove();
+        resolve({ exitCode, signal, oomKilled });
+      };
+      child.once('exit', finish);
+      child.once('error', () => finish(null, null));
+    });
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1;
+  }
+
+  usage(): ResourceUsage {
+    if (this.finalUsage) return this.finalUsage;
+    if (this.cgroup) {
+      return { cpuSeconds: this.cgroup.cpuSeconds(), peakMemoryBytes: this.cgroup.peakMemoryBytes(), measured: true };
+    }
+    // No per-job accounting on this host: charge the CPUs the job was given for as long as it ran.
+    return { cpuSeconds: ((Date.now() - this.startedAt) / 1000) * this.cpus, peakMemoryBytes: 0, measured: false };
+  }
+
+  async stop(graceMs: number): Promise<ExitStatus> {
+    if (this.finalUsage) return this.exited;
+    // Signals go to the job's own processes first: bwrap then exits by itself and reports
+    // the job's status. Killing bwrap first would tear the sandbox down without a word.
+    const ownProcesses = () => this.jobPids().filter((pid) => !isBubblewrap(pid));
+    signalAll(ownProcesses(), 'SIGTERM');
+    if ((await this.exitWithin(graceMs)) === 'exited') return this.exited;
+    signalAll(ownProcesses(), 'SIGKILL');
+    if ((await this.exitWithin(1000)) === 'exited') return this.exited;
+    signalAll(this.jobPids(), 'SIGKILL');
+    return this.exited;
+  }
+
+  private exitWithin(ms: number): Promise<'exited' | 'timeout'> {
+    const timer = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), ms).unref());
+    return Promise.race([this.exited.then(() => 'exited' as const), timer]);
+  }
+
+  private jobPids(): number[] {
+    const pids = new Set(this.child.pid ? processTree(this.child.pid) : []);
+    for (const pid of this.cgroup?.pids() ?? []) pids.add(pid);
+    return [...pids];
+  }
+}
+
+function isBubblewrap(pid: number): boolean {
+  try {
+    return readFileSync(join('/proc', String(pid), 'comm'), 'utf8').trim() === 'bwrap';
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,161 @@
+import { accessSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { signalAll } from './process-tree.js';
+import { join } from 'node:path';
+
+const controllers = ['memory', 'cpu', 'cpuacct', 'pids'] as const;
+type Controller = (typeof controllers)[number];
+
+/**
+ * Where each cgroup v1 controller is mounted and where this process sits in it, so job
+ * cgroups nest under ours and inherit whatever limits the host already puts on us.
+ */
+function discoverHierarchies(): Map<Controller, string> | undefined {
+  let mountinfo: string;
+  let membership: string;
+  try {
+    mountinfo = readFileSync('/proc/self/mountinfo', 'utf8');
+    membership = readFileSync('/proc/self/cgroup', 'utf8');
+  } catch {
+    return undefined;
+  }
+  const ownPath = new Map<string, string>();
+  for (const line of membership.trim().split('\n')) {
+    const [, names, path] = line.split(':');
+    for (const name of names?.split(',') ?? []) ownPath.set(name, path ?? '/');
+  }
+  const found = new Map<Controller, string>();
+  for (const line of mountinfo.trim().split('\n')) {
+    const [mountFields, fsFields] = line.split(' - ');
+    if (!mountFields || !fsFields) continue;
+    const [fsType, , superOptions] = fsFields.split(' ');
+    if (fsType !== 'cgroup') continue;
+    const mountPoint = mountFields.split(' ')[4]!;
+    for (const option of superOptions?.split(',') ?? []) {
+      const controller = controllers.find((c) => c === option);
+      if (controller && !found.has(controller)) {
+        found.set(controller, join(mountPoint, ownPath.get(controller) ?? '/'));
+      }
+    }
+  }
+  for (const controller of controllers) {
+    const base = found.get(controller);
+    if (!base) return undefined;
+    try {
+      accessSync(base, constants.W_OK);
+    } catch {
+      return undefined;
+    }
+  }
+  return found;
+}
+
+let hierarchies: Map<Controller, string> | undefined | null = null;
+
+function writableHierarchies(): Map<Controller, string> | undefined {
+  if (hierarchies === null) hierarchies = discoverHierarchies();
+  return hierarchies;
+}
+
+export function cgroupsUnavailableReason(): string | undefined {
+  return writableHierarchies() ? undefined : 'cgroup v1 controllers memory, cpu, cpuacct and pids are not all mounted and writable';
+}
+
+/** A job's cgroup in each v1 controller: limits, accounting, and the list of its processes. */
+export class JobCgroup {
+  private constructor(private readonly dirs: Map<Controller, string>) {}
+
+  /** Creates `a2rl/<group>/<tag>` under this process's cgroups, or undefined where that is impossible. */
+  static create(group: string, tag: string): JobCgroup | undefined {
+    const bases = writableHierarchies();
+    if (!bases) return undefined;
+    const dirs = new Map<Controller, string>();
+    for (const [controller, base] of bases) {
+      const dir = join(base, 'a2rl', group, tag);
+      mkdirSync(dir, { recursive: true });
+      dirs.set(controller, dir);
+    }
+    return new JobCgroup(dirs);
+  }
+
+  /** The files a process writes its pid into to join this cgroup. */
+  get procsFiles(): string[] {
+    // cpu and cpuacct may share one hierarchy; joining it once is enough.
+    return [...new Set([...this.dirs.values()])].map((dir) => join(dir, 'cgroup.procs'));
+  }
+
+  setLimits(limits: { cpus: number; memoryBytes: number; pids: number }): void {
+    const period = 100_000;
+    this.write('cpu', 'cpu.cfs_period_us', period);
+    this.write('cpu', 'cpu.cfs_quota_us', Math.round(limits.cpus * period));
+    this.write('memory', 'memory.limit_in_bytes', limits.memoryBytes);
+    this.write('pids', 'pids.max', limits.pids);
+  }
+
+  cpuSeconds(): number {
+    return Number(this.read('cpuacct', 'cpuacct.usage') ?? 0) / 1e9;
+  }
+
+  peakMemoryBytes(): number {
+    return Number(this.read('memory', 'memory.max_usage_in_bytes') ?? 0);
+  }
+
+  oomKills(): number {
+    const match = /oom_kill (\d+)/.exec(this.read('memory', 'memory.oom_control') ?? '');
+    return match ? Number(match[1]) : 0;
+  }
+
+  pids(): number[] {
+    const text = this.read('pids', 'cgroup.procs') ?? '';
+    return text.split('\n').filter(Boolean).map(Number);
+  }
+
+  /** Removes the cgroup directories; succeeds only once no process is left in them. */
+  remove(): void {
+    for (const dir of new Set(this.dirs.values())) {
+      if (existsSync(dir)) tryRmdir(dir);
+    }
+  }
+
+  private read(controller: Controller, file: string): string | undefined {
+    try {
+      return readFileSync(join(this.dirs.get(controller)!, file), 'utf8');
+    } catch {
+      return undefined;
+    }
+  }
+
+  private write(controller: Controller, file: string, value: number): void {
+    writeFileSync(join(this.dirs.get(controller)!, file), String(value));
+  }
+}
+
+/**
+ * After a crash: kills whatever a dead server left in its job cgroups and removes them.
+ * Groups are named after their owning server, so a live server's jobs are left alone.
+ */
+export function sweepCgroups(ownerAlive: (group: string) => boolean): void {
+  const bases = writableHierarchies();
+  if (!bases) return;
+  for (const base of new Set(bases.values())) {
+    const root = join(base, 'a2rl');
+    if (!existsSync(root)) continue;
+    for (const group of readdirSync(root)) {
+      if (ownerAlive(group)) continue;
+      const groupDir = join(root, group);
+      for (const tag of readdirSync(groupDir, { withFileTypes: true }).filter((entry) => entry.isDirectory())) {
+        const tagDir = join(groupDir, tag.name);
+        signalAll(readFileSync(join(tagDir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number), 'SIGKILL');
+        tryRmdir(tagDir);
+      }
+      tryRmdir(groupDir);
+    }
+  }
+}
+
+function tryRmdir(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // Processes still exiting: the next start retries.
+  }
+}

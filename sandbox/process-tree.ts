@@ -1,0 +1,56 @@
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** Parent of each live process, from /proc. */
+function parentMap(): Map<number, number> {
+  const parents = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // The command name may hold spaces and parentheses: fields start after the last ')'.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      parents.set(Number(entry), Number(fields[1]));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return parents;
+}
+
+/** `root` and all its live descendants, parents first. */
+export function processTree(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const [pid, parent] of parentMap()) {
+    const list = children.get(parent) ?? [];
+    list.push(pid);
+    children.set(parent, list);
+  }
+  const tree: number[] = [];
+  const pending = [root];
+  while (pending.length > 0) {
+    const pid = pending.shift()!;
+    tree.push(pid);
+    pending.push(...(children.get(pid) ?? []));
+  }
+  return tree;
+}
+
+/** Start time of a process in clock ticks since boot: with the pid, it names a process uniquely. */
+export function processStartTime(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+  } catch {
+    return undefined;
+  }
+}
+
+export function signalAll(pids: number[], signal: NodeJS.Signals): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // Already gone.
+    }
+  }
+}

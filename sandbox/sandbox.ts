@@ -1,0 +1,80 @@
+/**
+ * The contract every sandbox backend keeps (bubblewrap here; Docker next). A backend
+ * creates one isolated environment per run (or per grading) and runs jobs in it:
+ * - no network, ever;
+ * - only the listed mounts are visible besides the operating system's read-only files,
+ *   and only `readOnly: false` mounts are writable, plus a private /tmp;
+ * - every process a job starts, including ones it detaches, can be stopped (TERM, then KILL);
+ * - CPU time and peak memory of a job are measured where the host allows it.
+ */
+export interface Mount {
+  /** Absolute host path. */
+  source: string;
+  /** Absolute path inside the sandbox. */
+  target: string;
+  readOnly: boolean;
+}
+
+export interface SandboxSpec {
+  /** Label for logs and for the backend's own bookkeeping (container names, cgroups). */
+  name: string;
+  mounts: Mount[];
+  /** Host paths that must stay invisible even where a system mount would contain them. */
+  hidden: string[];
+  env: Record<string, string>;
+  workdir: string;
+}
+
+export interface ResourceLimits {
+  cpus: number;
+  memoryBytes: number;
+  pids: number;
+  /** Host GPU indices handed to this job; empty for CPU jobs. */
+  gpus: number[];
+}
+
+export interface ExecOptions {
+  /** argv; run as is, no shell unless the caller asks for one. */
+  command: string[];
+  limits: ResourceLimits;
+  env?: Record<string, string>;
+  /** File descriptor that receives stdout and stderr together. */
+  outputFd: number;
+  /** Unique job tag, for cgroup and container names. */
+  tag: string;
+}
+
+export interface ExitStatus {
+  exitCode: number | null;
+  signal: string | null;
+  oomKilled: boolean;
+}
+
+export interface ResourceUsage {
+  cpuSeconds: number;
+  peakMemoryBytes: number;
+  /** False where the host gives no per-job accounting: the caller then estimates. */
+  measured: boolean;
+}
+
+export interface SandboxProcess {
+  readonly pid: number;
+  readonly exited: Promise<ExitStatus>;
+  usage(): ResourceUsage;
+  /** TERM to every process of the job, KILL to whatever is left after `graceMs`. */
+  stop(graceMs: number): Promise<ExitStatus>;
+}
+
+export interface SandboxInstance {
+  readonly spec: SandboxSpec;
+  exec(options: ExecOptions): SandboxProcess;
+  /** Stops whatever still runs in it and releases what the backend holds. */
+  destroy(): Promise<void>;
+}
+
+export interface SandboxBackend {
+  readonly name: string;
+  /** Why this backend cannot run here, or undefined when it can. */
+  unavailableReason(): Promise<string | undefined>;
+  create(spec: SandboxSpec): Promise<SandboxInstance>;
+}

@@ -1,0 +1,29 @@
+#!/bin/sh
+# Makes a fresh clone ready: Debian packages for the sandbox and the micro tasks, npm
+# dependencies, the TypeScript build. Idempotent; a second run only checks and rebuilds.
+set -eu
+cd "$(dirname "$0")/.."
+
+debs="bubblewrap python3-torch python3-numpy libopenblas0-pthread"
+missing=""
+for p in $debs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing Debian packages:$missing" >&2
+  as_root=""
+  [ "$(id -u)" = 0 ] || as_root="sudo"
+  $as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq --no-install-recommends $missing >&2
+fi
+
+# npm ci only when the lockfile changed since the last install.
+stamp=node_modules/.a2rl-lock.sha256
+want=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing npm dependencies" >&2
+  npm ci --no-audit --no-fund >&2
+  echo "$want" > "$stamp"
+fi
+
+npm run --silent build >&2

@@ -1,0 +1,115 @@
+import cliProgress from 'cli-progress';
+import Table from 'cli-table3';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { formatDuration } from './budget.js';
+import { connectStdio } from './client.js';
+import { playReplay, loadReplay, type ReplayStep } from './replay.js';
+import { summarizeRun, type RunSummary } from './report.js';
+import { Store } from './store.js';
+import { getTask } from './tasks.js';
+
+export interface DemoOptions {
+  task: string;
+  home: string;
+  budget?: string;
+  label?: string;
+}
+
+/**
+ * One full benchmark run of a task's oracle through the real MCP server over stdio,
+ * with live progress, then the run's result from the store.
+ */
+export async function runDemo(options: DemoOptions): Promise<RunSummary> {
+  const task = getTask(options.task);
+  const replay = loadReplay(task.paths.oracle);
+  mkdirSync(options.home, { recursive: true });
+  const serverLog = join(options.home, 'demo-server.log');
+  const { client, stderr } = await connectStdio({
+    task: task.id,
+    budget: options.budget,
+    label: options.label ?? 'oracle',
+    home: options.home,
+    stderr: 'pipe',
+    clientName: 'a2rl-demo',
+  });
+  stderr?.pipe(createWriteStream(serverLog, { flags: 'a' }));
+  process.stderr.write(`a2rl demo: the ${task.id} oracle through the MCP server over stdio (server log: ${serverLog})\n`);
+
+  const bar = new cliProgress.SingleBar(
+    {
+      format: '  {bar} {value}/{total} {detail}',
+      hideCursor: true,
+      clearOnComplete: true,
+      noTTYOutput: true,
+      notTTYSchedule: 10_000,
+      stream: process.stderr,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  let barActive: ReplayStep | undefined;
+  const stopBar = () => {
+    if (barActive) bar.stop();
+    barActive = undefined;
+  };
+  let runId: string | undefined;
+  try {
+    await playReplay(client, replay, {
+      onStep: (step, index, total) => {
+        stopBar();
+        process.stderr.write(`[${index + 1}/${total}] ${step.tool}${step.comment ? `: ${step.comment}` : ''}\n`);
+      },
+      onProgress: (step, progress) => {
+        // Training scripts print "step N/M"; show that as a bar, anything else as its message.
+        const steps = /step (\d+)\/(\d+)/.exec(progress.message ?? '');
+        const detail = (progress.message ?? '').slice(0, 70);
+        if (barActive !== step) {
+          stopBar();
+          bar.start(steps ? Number(steps[2]) : 100, 0, { detail });
+          barActive = step;
+        }
+        if (steps) bar.update(Number(steps[1]), { detail });
+        else bar.update(Math.min(99, Math.round(progress.progress)), { detail });
+      },
+      onResult: (outcome) => {
+        stopBar();
+        if (typeof outcome.structured?.run_id === 'string') runId = outcome.structured.run_id;
+        const firstLine = outcome.text.split('\n').find((line) => line.trim()) ?? '';
+        process.stderr.write(`      ${outcome.isError ? 'error: ' : ''}${firstLine.slice(0, 110)}\n`);
+      },
+    });
+  } finally {
+    stopBar();
+    await client.close();
+  }
+  if (!runId) throw new Error('the oracle replay never called budget_status, so its run is unknown');
+  const store = new Store(join(options.home, 'store.sqlite'));
+  try {
+    return summarizeRun(store, runId);
+  } finally {
+    store.close();
+  }
+}
+
+export function formatSummaryTable(summaries: RunSummary[]): string {
+  const table = new Table({
+    head: ['task', 'level', 'baseline', 'best score', 'improvement', 'private (final)', 'submissions', 'compute used', 'wall time'],
+  });
+  const score = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
+  for (const s of summaries) {
+    table.push([
+      s.task,
+      s.level,
+      score(s.baseline?.public),
+      score(s.best?.public),
+      s.improvement ? `${s.improvement.public >= 0 ? '+' : ''}${s.improvement.public.toFixed(1)}` : '–',
+      s.best && s.improvement
+        ? `${score(s.best.private)} (${s.improvement.private >= 0 ? '+' : ''}${s.improvement.private.toFixed(1)})`
+        : '–',
+      s.submissions,
+      `${formatDuration(s.compute_seconds)} CPU`,
+      formatDuration(s.wall_seconds),
+    ]);
+  }
+  return table.toString();
+}

@@ -1,0 +1,74 @@
+import { readFileSync } from 'node:fs';
+import { type BudgetLimits, formatDuration } from './budget.js';
+import type { Task } from './tasks.js';
+
+/**
+ * The run's brief: the task's own text (objective, data, model, pitfalls) with the
+ * run's numbers filled in, then the rules every task shares.
+ */
+export function renderInstructions(task: Task, limits: BudgetLimits, label: string | undefined): string {
+  const values: Record<string, string> = {
+    task_id: task.id,
+    task_title: task.title,
+    wall: formatDuration(limits.wallSeconds),
+    compute: formatDuration(limits.computeSeconds),
+    submissions: String(limits.submissions),
+    episodes: String(limits.rolloutEpisodes),
+    cpus: String(task.jobs.cpus),
+    memory_mb: String(task.jobs.memoryMb),
+    env_package: task.env.package,
+    label: label ?? 'unlabelled',
+  };
+  const taskText = readFileSync(task.paths.instructions, 'utf8').replace(/\{\{(\w+)\}\}/g, (whole, key: string) => values[key] ?? whole);
+  return `${taskText.trimEnd()}\n\n${sharedRules(task, limits)}`;
+}
+
+function sharedRules(task: Task, limits: BudgetLimits): string {
+  return `## Workspace
+
+Inside the sandbox the workspace is \`/workspace\`; the file tools take paths relative to it.
+
+| path | what | access |
+| --- | --- | --- |
+| \`instructions.md\` | this brief | read-only |
+| \`data/\` | training data | read-only |
+| \`models/base/\` | the base model checkpoint (\`config.json\`, \`model.pt\`) | read-only |
+| \`lib/microlm/\` | model, tokenizer, checkpoint and decoding code (\`import microlm\`) | read-only |
+| \`lib/${task.env.package}/\` | this task's prompt format, reward and rollout sampler (\`import ${task.env.package}\`) | read-only |
+| \`code/\` | your code | read-write |
+| \`output/\` | your checkpoints | read-write |
+| \`rollouts/\` | trajectories written by \`launch_rollouts\` | read-write |
+
+Jobs run \`/usr/bin/python3\` with PyTorch (CPU) and NumPy, \`PYTHONPATH=/workspace/lib\`, in a sandbox with **no network** and
+${task.jobs.cpus} CPU(s) and ${task.jobs.memoryMb} MiB of memory per job; \`pip install\` cannot work. The evaluation data is not in the sandbox.
+
+## Budget
+
+| budget | limit | what counts |
+| --- | --- | --- |
+| wall clock | ${formatDuration(limits.wallSeconds)} | time since the run started, connected or not |
+| compute | ${formatDuration(limits.computeSeconds)} | CPU time of your \`exec\`, training and rollout jobs (a job on 2 cores spends 2 s per second) |
+| submissions | ${limits.submissions} | checkpoints submitted for grading; identical content counts once |
+| rollout episodes | ${limits.rolloutEpisodes} | episodes sampled by \`launch_rollouts\` |
+
+The server enforces it: when compute runs out, running jobs are stopped (TERM, then KILL after 5 s) and no new job
+starts; when the wall clock runs out, the run ends. Grading is not charged. Check \`budget_status\` as you go.
+
+## Tools and how to work
+
+- \`exec\` runs a short shell command (up to 55 s) and returns its output: inspect data, test a script on a few steps.
+- \`run_training\` starts a long job and returns its id at once; follow it with \`job_status\` (pass \`wait_seconds\`
+  to wait for it), read its output with \`job_logs\`, stop it with \`cancel_job\`.
+- \`launch_rollouts\` samples completions from a checkpoint on training prompts and scores them with the task's reward;
+  the trajectories land in \`rollouts/\` as JSONL, for RL (e.g. GRPO) or rejection-sampling fine-tuning.
+- \`submit_artifact\` snapshots a checkpoint folder (e.g. \`output/final\`) and queues it for grading; \`get_score\` shows
+  its score on the public half of the evaluation set (pass \`wait_seconds\` to wait for it), the best so far, and the baseline.
+
+## Grading
+
+Scores are 0–100 on held-out problems the sandbox cannot read. The untouched base model's score is the baseline.
+Scores you see come from the public half of the evaluation set; the final result is your best-scoring submission's score
+on the private half, so overfitting the public half does not pay. The same checkpoint always gets the same score.
+Submitting the base model unchanged is refused.
+`;
+}

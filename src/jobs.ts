@@ -1,0 +1,184 @@
+import { closeSync, mkdirSync, openSync } from 'node:fs';
+import type { ExitStatus, ResourceLimits, SandboxInstance, SandboxProcess } from '../sandbox/sandbox.js';
+import type { Logger } from './logger.js';
+import type { RecordEvent } from './recorder.js';
+import type { JobKind, JobRow, JobState, Store } from './store.js';
+
+export interface JobRequest {
+  runId: string;
+  kind: JobKind;
+  /** What the job runs, as shown to the agent and recorded. */
+  command: string;
+  argv: string[];
+  sandbox: SandboxInstance;
+  limits: ResourceLimits;
+  /** Whether the job's compute counts against the run's budget (grading does not). */
+  charged: boolean;
+  episodesRequested?: number;
+  timeoutMs?: number;
+  env?: Record<string, string>;
+  logDir: string;
+  record: RecordEvent;
+  /** Reads what the job produced once it has exited (e.g. how many episodes a rollout wrote). */
+  collect?: (state: JobState) => { episodesDone?: number; result?: unknown };
+}
+
+interface LiveJob {
+  request: JobRequest;
+  process: SandboxProcess;
+  startedAt: number;
+  /** Set when the server stops the job, so the exit is reported as what it was. */
+  stop?: { state: JobState; reason: string };
+  timer?: NodeJS.Timeout;
+  done: Promise<JobRow>;
+}
+
+/** Grace between TERM and KILL when the server stops a job. */
+export const stopGraceMs = 5000;
+
+/**
+ * Starts jobs in sandboxes, samples their usage into the store, stops them (TERM, then
+ * KILL), and writes their end state. One per server process; jobs of all runs.
+ */
+export class JobManager {
+  private readonly live = new Map<number, LiveJob>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly logger: Logger,
+    private readonly owner: string,
+  ) {}
+
+  start(request: JobRequest): JobRow {
+    mkdirSync(request.logDir, { recursive: true });
+    const now = Date.now();
+    const row = this.store.insertJob(
+      {
+        run_id: request.runId,
+        kind: request.kind,
+        command: request.command,
+        resources: JSON.stringify({ ...request.limits, timeout_ms: request.timeoutMs ?? null }),
+        charged: request.charged ? 1 : 0,
+        episodes_requested: request.episodesRequested ?? 0,
+        owner: this.owner,
+        created_at: now,
+      },
+      request.logDir,
+    );
+    const { id } = row;
+    const fd = openSync(row.log_path, 'a');
+    let process: SandboxProcess;
+    try {
+      process = request.sandbox.exec({ command: request.argv, limits: request.limits, env: request.env, outputFd: fd, tag: `job-${id}` });
+    } finally {
+      closeSync(fd);
+    }
+    const job: LiveJob = { request, process, startedAt: now, done: undefined as unknown as Promise<JobRow> };
+    job.done = process.exited.then((status) => this.finish(id, job, status));
+    if (request.timeoutMs !== undefined) {
+      job.timer = setTimeout(
+        () => void this.stop(id, 'timed_out', `ran past its time limit of ${Math.round(request.timeoutMs! / 1000)} s`),
+        request.timeoutMs,
+      );
+    }
+    this.live.set(id, job);
+    request.record('job', 'started', { job_id: id, kind: request.kind, command: request.command, limits: request.limits });
+    this.logger.info({ job: id, run: request.runId, kind: request.kind }, 'job started');
+    return this.store.getJob(id)!;
+  }
+
+  isRunning(id: number): boolean {
+    return this.live.has(id);
+  }
+
+  /** Writes the latest CPU (and GPU) seconds of every running job into the store. */
+  sample(): void {
+    const now = Date.now();
+    for (const [id, job] of this.live) {
+      const usage = job.process.usage();
+      const gpuSeconds = ((now - job.startedAt) / 1000) * job.request.limits.gpus.length;
+      this.store.updateJobUsage(id, usage.cpuSeconds, gpuSeconds);
+    }
+  }
+
+  /** Stops a running job and resolves with its final row; a finished job is returned as is. */
+  async stop(id: number, state: JobState, reason: string): Promise<JobRow> {
+    const job = this.live.get(id);
+    if (!job) return this.store.getJob(id)!;
+    job.stop ??= { state, reason };
+    await job.process.stop(stopGraceMs);
+    return job.done;
+  }
+
+  async stopRun(runId: string, state: JobState, reason: string, kinds?: readonly JobKind[]): Promise<void> {
+    const targets = [...this.live].filter(([, job]) => job.request.runId === runId && (!kinds || kinds.includes(job.request.kind)));
+    await Promise.all(targets.map(([id]) => this.stop(id, state, reason)));
+  }
+
+  async stopAll(reason: string): Promise<void> {
+    await Promise.all([...this.live.keys()].map((id) => this.stop(id, 'cancelled', reason)));
+  }
+
+  /** Resolves when the job ends or after `ms`, whichever comes first, with its current row. */
+  async wait(id: number, ms: number): Promise<JobRow> {
+    const job = this.live.get(id);
+    if (job && ms > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([job.done, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+      clearTimeout(timer);
+    }
+    if (this.live.has(id)) this.sample();
+    return this.store.getJob(id)!;
+  }
+
+  private finish(id: number, job: LiveJob, status: ExitStatus): JobRow {
+    clearTimeout(job.timer);
+    const usage = job.process.usage();
+    const { state, reason } = job.stop ?? classify(status, job.request.limits);
+    let collected: { episodesDone?: number; result?: unknown } = {};
+    try {
+      collected = job.request.collect?.(state) ?? {};
+    } catch (error) {
+      this.logger.warn({ job: id, err: error }, 'could not collect job output');
+    }
+    const endedAt = Date.now();
+    this.store.finishJob(id, {
+      state,
+      reason,
+      exit_code: status.exitCode,
+      signal: status.signal,
+      cpu_s: usage.cpuSeconds,
+      gpu_s: ((endedAt - job.startedAt) / 1000) * job.request.limits.gpus.length,
+      episodes_done: collected.episodesDone ?? null,
+      result: collected.result === undefined ? null : JSON.stringify(collected.result),
+      ended_at: endedAt,
+    });
+    this.live.delete(id);
+    const row = this.store.getJob(id)!;
+    job.request.record('job', 'finished', {
+      job_id: id,
+      state,
+      reason,
+      exit_code: status.exitCode,
+      cpu_s: row.cpu_s,
+      peak_memory_bytes: usage.peakMemoryBytes,
+      cpu_measured: usage.measured,
+      duration_s: (endedAt - job.startedAt) / 1000,
+    });
+    this.logger.info({ job: id, state, exit: status.exitCode }, 'job finished');
+    return row;
+  }
+}
+
+function classify(status: ExitStatus, limits: ResourceLimits): { state: JobState; reason: string | null } {
+  if (status.oomKilled) {
+    return {
+      state: 'oom_killed',
+      reason: `killed: out of memory (limit ${Math.round(limits.memoryBytes / 2 ** 20)} MiB); use smaller batches or ask for more memory`,
+    };
+  }
+  if (status.exitCode === 0) return { state: 'succeeded', reason: null };
+  if (status.signal) return { state: 'failed', reason: `killed by ${status.signal}` };
+  if (status.exitCode !== null && status.exitCode > 128) return { state: 'failed', reason: `killed by signal ${status.exitCode - 128}` };
+  return { state: 'failed', reason: `exited with code ${status.exitCode}; read the end of its log with job_logs` };
+}

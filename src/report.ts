@@ -1,0 +1,61 @@
+import type { Store } from './store.js';
+import { getTask } from './tasks.js';
+
+export interface ScorePair {
+  public: number;
+  private: number;
+}
+
+export interface RunSummary {
+  run_id: string;
+  task: string;
+  level: number;
+  label: string | null;
+  state: string;
+  end_reason: string | null;
+  baseline: ScorePair | null;
+  /** The submission with the best public score, with its private score: the run's final result. */
+  best: (ScorePair & { submission_id: string }) | null;
+  last: (ScorePair & { submission_id: string }) | null;
+  improvement: ScorePair | null;
+  submissions: number;
+  failed_submissions: number;
+  compute_seconds: number;
+  wall_seconds: number;
+}
+
+/** The facts of one run from the store alone (what the final report and the demo print). */
+export function summarizeRun(store: Store, runId: string): RunSummary {
+  const run = store.getRun(runId);
+  if (!run) throw new Error(`no run ${runId} in ${store.path}`);
+  const task = getTask(run.task_id);
+  const gradeOf = (hash: string) => store.getGrade(task.id, task.graderVersion, hash);
+  const baselineGrade = gradeOf(task.baseModelHash);
+  const graded = store
+    .listSubmissions(runId)
+    .filter((s) => s.state === 'graded')
+    .map((s) => ({ submission_id: `sub-${s.id}`, grade: gradeOf(s.content_hash)! }))
+    .filter((s) => s.grade !== undefined)
+    .map((s) => ({ submission_id: s.submission_id, public: s.grade.public_score, private: s.grade.private_score }));
+  const best = graded.reduce<(typeof graded)[number] | null>((top, s) => (top === null || s.public > top.public ? s : top), null);
+  const baseline = baselineGrade ? { public: baselineGrade.public_score, private: baselineGrade.private_score } : null;
+  const submissions = store.listSubmissions(runId);
+  const round = (x: number) => Math.round(x * 100) / 100;
+  return {
+    run_id: runId,
+    task: task.id,
+    level: task.level,
+    label: run.label,
+    state: run.state,
+    end_reason: run.end_reason,
+    baseline,
+    best,
+    last: graded.at(-1) ?? null,
+    improvement:
+      best && baseline ? { public: round(best.public - baseline.public), private: round(best.private - baseline.private) } : null,
+    submissions: submissions.length,
+    failed_submissions: submissions.filter((s) => s.state === 'failed').length,
+    compute_seconds: round(store.usage(runId).computeSeconds),
+    wall_seconds: round(((run.ended_at ?? Date.now()) - run.created_at) / 1000),
+  };
+}

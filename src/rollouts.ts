@@ -1,0 +1,104 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { A2rlError } from './errors.js';
+import type { Run } from './run.js';
+import type { JobRow } from './store.js';
+import { sandboxWorkspace } from './workspace.js';
+
+export interface RolloutRequest {
+  checkpoint: string;
+  episodes: number;
+  groupSize: number;
+  temperature: number;
+  seed: number;
+}
+
+export interface RolloutSummary {
+  episodes: number;
+  mean_reward: number | null;
+  out: string;
+}
+
+/**
+ * Starts the task's rollout sampler in the run's sandbox: episodes with a checkpoint as
+ * policy, scored by the task's reward, written as JSONL under rollouts/. Episodes are
+ * reserved when the job starts and charged as produced when it ends.
+ */
+export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow; out: string } {
+  if (request.episodes % request.groupSize !== 0) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `episodes (${request.episodes}) must be a multiple of group_size (${request.groupSize}), e.g. ${request.groupSize * Math.max(1, Math.round(request.episodes / request.groupSize))}.`,
+    );
+  }
+  run.assertCanStart('rollouts', request.episodes);
+  const checkpoint = run.workspace.resolve(request.checkpoint, 'read');
+  const required = run.task.submission.requiredFiles;
+  if (
+    !existsSync(checkpoint.hostPath) ||
+    !statSync(checkpoint.hostPath).isDirectory() ||
+    !required.every((f) => existsSync(join(checkpoint.hostPath, f)))
+  ) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `${checkpoint.path} is not a checkpoint folder (it needs ${required.join(' and ')}). Use models/base or a folder your training saved.`,
+    );
+  }
+  const batch = run.engine.store.listJobs(run.id, ['rollouts']).length + 1;
+  const out = `rollouts/batch-${String(batch).padStart(3, '0')}.jsonl`;
+  const hostOut = run.workspace.resolve(out, 'write').hostPath;
+  const argv = [
+    '/usr/bin/python3',
+    '-m',
+    `${run.task.env.package}.rollouts`,
+    '--checkpoint',
+    `${sandboxWorkspace}/${checkpoint.path}`,
+    '--data',
+    `${sandboxWorkspace}/${run.task.rolloutData}`,
+    '--n',
+    String(request.episodes),
+    '--group-size',
+    String(request.groupSize),
+    '--temperature',
+    String(request.temperature),
+    '--seed',
+    String(request.seed),
+    '--out',
+    `${sandboxWorkspace}/${out}`,
+  ];
+  const job = run.engine.jobs.start({
+    runId: run.id,
+    kind: 'rollouts',
+    command: argv.slice(1).join(' '),
+    argv,
+    sandbox: run.sandbox,
+    limits: run.jobLimits(),
+    charged: true,
+    episodesRequested: request.episodes,
+    logDir: join(run.dir, 'logs'),
+    record: run.record,
+    collect: () => {
+      const summary = summarise(hostOut, out);
+      run.record('rollouts', 'batch', { ...summary, checkpoint: checkpoint.path });
+      return { episodesDone: summary.episodes, result: summary };
+    },
+  });
+  return { job, out };
+}
+
+function summarise(hostPath: string, shownPath: string): RolloutSummary {
+  if (!existsSync(hostPath)) return { episodes: 0, mean_reward: null, out: shownPath };
+  let episodes = 0;
+  let total = 0;
+  for (const line of readFileSync(hostPath, 'utf8').split('\n')) {
+    if (!line.trim()) continue;
+    try {
+      const reward = Number((JSON.parse(line) as { reward?: unknown }).reward);
+      episodes += 1;
+      total += Number.isFinite(reward) ? reward : 0;
+    } catch {
+      // A line cut short by a stopped job is not an episode.
+    }
+  }
+  return { episodes, mean_reward: episodes ? Math.round((total / episodes) * 1e4) / 1e4 : null, out: shownPath };
+}

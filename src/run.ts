@@ -1,0 +1,117 @@
+import type { ResourceLimits, SandboxInstance } from '../sandbox/sandbox.js';
+import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } from './budget.js';
+import { A2rlError } from './errors.js';
+import type { Engine } from './engine.js';
+import type { RecordEvent } from './recorder.js';
+import type { JobKind, JobState, RunRow } from './store.js';
+import type { Task } from './tasks.js';
+import type { Workspace } from './workspace.js';
+
+/** Most agent jobs (training, rollouts) one run may have running at once. */
+export const maxConcurrentJobs = 3;
+
+/**
+ * One attempt of one agent at one task under one budget. The run outlives MCP sessions;
+ * its state lives in the store, and this object holds what a live server needs for it.
+ */
+export class Run {
+  constructor(
+    readonly engine: Engine,
+    readonly row: RunRow,
+    readonly task: Task,
+    readonly limits: BudgetLimits,
+    readonly workspace: Workspace,
+    readonly sandbox: SandboxInstance,
+    readonly instructions: string,
+    readonly record: RecordEvent,
+  ) {}
+
+  get id(): string {
+    return this.row.id;
+  }
+
+  get dir(): string {
+    return this.row.dir;
+  }
+
+  get state(): RunRow['state'] {
+    return this.engine.store.getRun(this.id)!.state;
+  }
+
+  /** Resources of one agent job: the task's defaults, narrowed where the caller asks. */
+  jobLimits(request: { cpus?: number; memoryMb?: number } = {}): ResourceLimits {
+    const { jobs } = this.task;
+    return {
+      cpus: Math.min(request.cpus ?? jobs.cpus, jobs.cpus),
+      memoryBytes: Math.min(request.memoryMb ?? jobs.memoryMb, jobs.memoryMb) * 2 ** 20,
+      pids: jobs.pids,
+      gpus: [],
+    };
+  }
+
+  wallSeconds(): number {
+    return (Date.now() - this.row.created_at) / 1000;
+  }
+
+  budget(): BudgetReport {
+    return budgetReport(this.limits, this.engine.store.usage(this.id), this.wallSeconds());
+  }
+
+  /** Refuses new work once the run ended or the budget it needs is spent. */
+  assertCanStart(kind: JobKind | 'submission', episodes = 0): void {
+    const run = this.engine.store.getRun(this.id)!;
+    if (run.state === 'ended') {
+      throw new A2rlError('RUN_ENDED', `This run has ended (${run.end_reason}). Nothing new can start; read your results with get_score.`);
+    }
+    const budget = this.budget();
+    if (budget.wall_seconds.left <= 0) {
+      throw new A2rlError('BUDGET_EXHAUSTED', 'The wall-clock budget is spent; the run is over. Read your results with get_score.');
+    }
+    if (kind === 'submission') return;
+    if (budget.compute_seconds.left <= 0) {
+      throw new A2rlError(
+        'BUDGET_EXHAUSTED',
+        `The compute budget is spent (${formatDuration(budget.compute_seconds.used)} of ${formatDuration(budget.compute_seconds.limit)} CPU time); no job can start. Submit your best checkpoint with submit_artifact.`,
+      );
+    }
+    if (kind === 'rollouts' && episodes > budget.rollout_episodes.left) {
+      throw new A2rlError(
+        'BUDGET_EXHAUSTED',
+        `Only ${budget.rollout_episodes.left} rollout episodes are left in the budget; ask for at most that many.`,
+      );
+    }
+    if (kind !== 'exec') {
+      const running = this.engine.store.listJobs(this.id, ['training', 'rollouts']).filter((job) => job.state === 'running');
+      if (running.length >= maxConcurrentJobs) {
+        throw new A2rlError(
+          'CONFLICT',
+          `${running.length} jobs are already running (job ${running.map((j) => j.id).join(', ')}); at most ${maxConcurrentJobs} at once. Wait with job_status or stop one with cancel_job.`,
+        );
+      }
+    }
+  }
+
+  /** Enforces the budget: called every second by the engine. */
+  async enforceBudget(): Promise<void> {
+    if (this.state === 'ended') return;
+    const budget = this.budget();
+    if (budget.wall_seconds.left <= 0) {
+      await this.end('wall-clock budget exhausted', 'budget_stopped');
+    } else if (budget.compute_seconds.left <= 0) {
+      const agentJobs = ['exec', 'training', 'rollouts'] as const;
+      const running = this.engine.store.listJobs(this.id, agentJobs).filter((job) => job.state === 'running');
+      if (running.length > 0) {
+        this.record('budget', 'compute_exhausted', { stopping: running.map((job) => job.id) });
+        await this.engine.jobs.stopRun(this.id, 'budget_stopped', 'the compute budget was spent', agentJobs);
+      }
+    }
+  }
+
+  /** Ends the run: agent jobs stop (TERM, then KILL); grading already queued goes on. */
+  async end(reason: string, jobState: JobState = 'cancelled'): Promise<void> {
+    if (!this.engine.store.endRun(this.id, reason, Date.now())) return;
+    this.record('run', 'ended', { reason, budget: this.budget() });
+    await this.engine.jobs.stopRun(this.id, jobState, `the run ended: ${reason}`, ['exec', 'training', 'rollouts']);
+    await this.sandbox.destroy();
+  }
+}

@@ -1,0 +1,389 @@
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+/** Each entry upgrades the schema by one version; never edit a shipped entry, append. */
+const migrations: string[] = [
+  `CREATE TABLE runs (
+     id TEXT PRIMARY KEY,
+     task_id TEXT NOT NULL,
+     label TEXT,
+     token_hash TEXT,
+     budget TEXT NOT NULL,
+     state TEXT NOT NULL CHECK (state IN ('active', 'ended')),
+     end_reason TEXT,
+     dir TEXT NOT NULL,
+     sandbox TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     ended_at INTEGER
+   );
+   CREATE TABLE events (
+     id INTEGER PRIMARY KEY,
+     run_id TEXT NOT NULL REFERENCES runs(id),
+     at INTEGER NOT NULL,
+     t_rel_ms INTEGER NOT NULL,
+     kind TEXT NOT NULL,
+     name TEXT NOT NULL,
+     data TEXT NOT NULL
+   );
+   CREATE INDEX events_by_run ON events(run_id, id);
+   CREATE TABLE jobs (
+     id INTEGER PRIMARY KEY,
+     run_id TEXT NOT NULL REFERENCES runs(id),
+     kind TEXT NOT NULL CHECK (kind IN ('exec', 'training', 'rollouts', 'grading')),
+     command TEXT NOT NULL,
+     state TEXT NOT NULL,
+     reason TEXT,
+     exit_code INTEGER,
+     signal TEXT,
+     resources TEXT NOT NULL,
+     charged INTEGER NOT NULL,
+     cpu_s REAL NOT NULL DEFAULT 0,
+     gpu_s REAL NOT NULL DEFAULT 0,
+     episodes_requested INTEGER NOT NULL DEFAULT 0,
+     episodes_done INTEGER,
+     result TEXT,
+     log_path TEXT NOT NULL,
+     owner TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     started_at INTEGER,
+     ended_at INTEGER
+   );
+   CREATE INDEX jobs_by_run ON jobs(run_id, id);
+   CREATE INDEX jobs_by_state ON jobs(state);
+   CREATE TABLE submissions (
+     id INTEGER PRIMARY KEY,
+     run_id TEXT NOT NULL REFERENCES runs(id),
+     path TEXT NOT NULL,
+     note TEXT,
+     content_hash TEXT NOT NULL,
+     files INTEGER NOT NULL,
+     bytes INTEGER NOT NULL,
+     state TEXT NOT NULL CHECK (state IN ('queued', 'grading', 'graded', 'failed')),
+     error TEXT,
+     created_at INTEGER NOT NULL,
+     graded_at INTEGER,
+     UNIQUE (run_id, content_hash)
+   );
+   CREATE TABLE grades (
+     task_id TEXT NOT NULL,
+     grader_version TEXT NOT NULL,
+     content_hash TEXT NOT NULL,
+     public_score REAL NOT NULL,
+     private_score REAL NOT NULL,
+     details TEXT NOT NULL,
+     duration_ms INTEGER NOT NULL,
+     created_at INTEGER NOT NULL,
+     PRIMARY KEY (task_id, grader_version, content_hash)
+   );`,
+];
+
+export type RunState = 'active' | 'ended';
+export type JobKind = 'exec' | 'training' | 'rollouts' | 'grading';
+export type JobState = 'running' | 'succeeded' | 'failed' | 'cancelled' | 'timed_out' | 'oom_killed' | 'budget_stopped' | 'lost';
+export type SubmissionState = 'queued' | 'grading' | 'graded' | 'failed';
+
+export const finishedJobStates: readonly JobState[] = [
+  'succeeded',
+  'failed',
+  'cancelled',
+  'timed_out',
+  'oom_killed',
+  'budget_stopped',
+  'lost',
+];
+
+export interface RunRow {
+  id: string;
+  task_id: string;
+  label: string | null;
+  token_hash: string | null;
+  budget: string;
+  state: RunState;
+  end_reason: string | null;
+  dir: string;
+  sandbox: string;
+  created_at: number;
+  ended_at: number | null;
+}
+
+export interface JobRow {
+  id: number;
+  run_id: string;
+  kind: JobKind;
+  command: string;
+  state: JobState;
+  reason: string | null;
+  exit_code: number | null;
+  signal: string | null;
+  resources: string;
+  charged: number;
+  cpu_s: number;
+  gpu_s: number;
+  episodes_requested: number;
+  episodes_done: number | null;
+  result: string | null;
+  log_path: string;
+  owner: string;
+  created_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+}
+
+export interface SubmissionRow {
+  id: number;
+  run_id: string;
+  path: string;
+  note: string | null;
+  content_hash: string;
+  files: number;
+  bytes: number;
+  state: SubmissionState;
+  error: string | null;
+  created_at: number;
+  graded_at: number | null;
+}
+
+export interface GradeRow {
+  task_id: string;
+  grader_version: string;
+  content_hash: string;
+  public_score: number;
+  private_score: number;
+  details: string;
+  duration_ms: number;
+  created_at: number;
+}
+
+export interface EventRow {
+  id: number;
+  run_id: string;
+  at: number;
+  t_rel_ms: number;
+  kind: string;
+  name: string;
+  data: string;
+}
+
+export interface Usage {
+  computeSeconds: number;
+  submissions: number;
+  rolloutEpisodes: number;
+}
+
+/**
+ * The server's SQLite store: the single source of truth for runs, events, jobs,
+ * submissions and grades. WAL mode, and every write is its own committed transaction, so
+ * a crash loses nothing that a tool call already reported.
+ */
+export class Store {
+  readonly db: Database.Database;
+
+  constructor(readonly path: string) {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    this.db = new Database(path);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma('foreign_keys = ON');
+    this.db.pragma('busy_timeout = 5000');
+    this.migrate();
+  }
+
+  get schemaVersion(): number {
+    return this.db.pragma('user_version', { simple: true }) as number;
+  }
+
+  private migrate(): void {
+    const upgrade = this.db.transaction(() => {
+      for (let version = this.schemaVersion; version < migrations.length; version++) {
+        this.db.exec(migrations[version]!);
+        this.db.pragma(`user_version = ${version + 1}`);
+      }
+    });
+    upgrade.immediate();
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  // runs
+
+  insertRun(run: Omit<RunRow, 'state' | 'end_reason' | 'ended_at'>): void {
+    this.db
+      .prepare(
+        `INSERT INTO runs (id, task_id, label, token_hash, budget, state, dir, sandbox, created_at)
+         VALUES (@id, @task_id, @label, @token_hash, @budget, 'active', @dir, @sandbox, @created_at)`,
+      )
+      .run(run);
+  }
+
+  getRun(id: string): RunRow | undefined {
+    return this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
+  }
+
+  endRun(id: string, reason: string, at: number): boolean {
+    const changed = this.db
+      .prepare(`UPDATE runs SET state = 'ended', end_reason = ?, ended_at = ? WHERE id = ? AND state = 'active'`)
+      .run(reason, at, id).changes;
+    return changed > 0;
+  }
+
+  // events
+
+  insertEvent(event: Omit<EventRow, 'id'>): number {
+    return Number(
+      this.db
+        .prepare(
+          `INSERT INTO events (run_id, at, t_rel_ms, kind, name, data)
+           VALUES (@run_id, @at, @t_rel_ms, @kind, @name, @data)`,
+        )
+        .run(event).lastInsertRowid,
+    );
+  }
+
+  listEvents(runId: string, kind?: string): EventRow[] {
+    return kind === undefined
+      ? (this.db.prepare('SELECT * FROM events WHERE run_id = ? ORDER BY id').all(runId) as EventRow[])
+      : (this.db.prepare('SELECT * FROM events WHERE run_id = ? AND kind = ? ORDER BY id').all(runId, kind) as EventRow[]);
+  }
+
+  // jobs
+
+  /** Inserts a running job; its log is `logDir/job-<id>.log`. */
+  insertJob(
+    job: Pick<JobRow, 'run_id' | 'kind' | 'command' | 'resources' | 'charged' | 'episodes_requested' | 'owner' | 'created_at'>,
+    logDir: string,
+  ): JobRow {
+    return this.db
+      .transaction(() => {
+        const id = Number(
+          this.db
+            .prepare(
+              `INSERT INTO jobs (run_id, kind, command, state, resources, charged, episodes_requested, log_path, owner, created_at, started_at)
+             VALUES (@run_id, @kind, @command, 'running', @resources, @charged, @episodes_requested, '', @owner, @created_at, @created_at)`,
+            )
+            .run(job).lastInsertRowid,
+        );
+        this.db.prepare('UPDATE jobs SET log_path = ? WHERE id = ?').run(join(logDir, `job-${id}.log`), id);
+        return this.getJob(id)!;
+      })
+      .immediate();
+  }
+
+  getJob(id: number): JobRow | undefined {
+    return this.db.prepare('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
+  }
+
+  listJobs(runId: string, kinds?: readonly JobKind[]): JobRow[] {
+    const jobs = this.db.prepare('SELECT * FROM jobs WHERE run_id = ? ORDER BY id').all(runId) as JobRow[];
+    return kinds === undefined ? jobs : jobs.filter((job) => kinds.includes(job.kind));
+  }
+
+  listRunningJobs(): JobRow[] {
+    return this.db.prepare(`SELECT * FROM jobs WHERE state = 'running' ORDER BY id`).all() as JobRow[];
+  }
+
+  updateJobUsage(id: number, cpuSeconds: number, gpuSeconds: number): void {
+    this.db.prepare('UPDATE jobs SET cpu_s = ?, gpu_s = ? WHERE id = ?').run(cpuSeconds, gpuSeconds, id);
+  }
+
+  finishJob(
+    id: number,
+    end: Pick<JobRow, 'state' | 'reason' | 'exit_code' | 'signal' | 'cpu_s' | 'gpu_s' | 'episodes_done' | 'result' | 'ended_at'>,
+  ): void {
+    this.db
+      .prepare(
+        `UPDATE jobs SET state = @state, reason = @reason, exit_code = @exit_code, signal = @signal, cpu_s = @cpu_s,
+           gpu_s = @gpu_s, episodes_done = @episodes_done, result = @result, ended_at = @ended_at
+         WHERE id = @id AND state = 'running'`,
+      )
+      .run({ id, ...end });
+  }
+
+  // submissions
+
+  getSubmission(id: number): SubmissionRow | undefined {
+    return this.db.prepare('SELECT * FROM submissions WHERE id = ?').get(id) as SubmissionRow | undefined;
+  }
+
+  findSubmissionByHash(runId: string, contentHash: string): SubmissionRow | undefined {
+    return this.db.prepare('SELECT * FROM submissions WHERE run_id = ? AND content_hash = ?').get(runId, contentHash) as
+      SubmissionRow | undefined;
+  }
+
+  listSubmissions(runId: string): SubmissionRow[] {
+    return this.db.prepare('SELECT * FROM submissions WHERE run_id = ? ORDER BY id').all(runId) as SubmissionRow[];
+  }
+
+  listUnfinishedSubmissions(): SubmissionRow[] {
+    return this.db.prepare(`SELECT * FROM submissions WHERE state IN ('queued', 'grading') ORDER BY id`).all() as SubmissionRow[];
+  }
+
+  /**
+   * Inserts a submission unless the run has used `limit` submissions already; the check
+   * and the insert are one transaction, so racing submissions cannot pass the cap.
+   */
+  insertSubmissionWithin(
+    limit: number,
+    submission: Pick<SubmissionRow, 'run_id' | 'path' | 'note' | 'content_hash' | 'files' | 'bytes' | 'created_at'>,
+  ): { inserted: SubmissionRow } | { existing: SubmissionRow } | { capReached: true } {
+    return this.db
+      .transaction(() => {
+        const existing = this.findSubmissionByHash(submission.run_id, submission.content_hash);
+        if (existing) return { existing };
+        const used = this.db.prepare('SELECT COUNT(*) AS n FROM submissions WHERE run_id = ?').get(submission.run_id) as { n: number };
+        if (used.n >= limit) return { capReached: true as const };
+        const id = Number(
+          this.db
+            .prepare(
+              `INSERT INTO submissions (run_id, path, note, content_hash, files, bytes, state, created_at)
+             VALUES (@run_id, @path, @note, @content_hash, @files, @bytes, 'queued', @created_at)`,
+            )
+            .run(submission).lastInsertRowid,
+        );
+        return { inserted: this.getSubmission(id)! };
+      })
+      .immediate();
+  }
+
+  setSubmissionState(id: number, state: SubmissionState, error: string | null, at: number | null): void {
+    this.db.prepare('UPDATE submissions SET state = ?, error = ?, graded_at = ? WHERE id = ?').run(state, error, at, id);
+  }
+
+  // grades
+
+  getGrade(taskId: string, graderVersion: string, contentHash: string): GradeRow | undefined {
+    return this.db
+      .prepare('SELECT * FROM grades WHERE task_id = ? AND grader_version = ? AND content_hash = ?')
+      .get(taskId, graderVersion, contentHash) as GradeRow | undefined;
+  }
+
+  insertGrade(grade: GradeRow): void {
+    this.db
+      .prepare(
+        `INSERT OR IGNORE INTO grades (task_id, grader_version, content_hash, public_score, private_score, details, duration_ms, created_at)
+         VALUES (@task_id, @grader_version, @content_hash, @public_score, @private_score, @details, @duration_ms, @created_at)`,
+      )
+      .run(grade);
+  }
+
+  // budget
+
+  /** What a run has consumed so far; running jobs count with their latest sample. */
+  usage(runId: string): Usage {
+    const row = this.db
+      .prepare(
+        `SELECT
+           -- GPU jobs are charged GPU-seconds, CPU-only jobs CPU-seconds.
+           COALESCE(SUM(CASE WHEN charged = 0 THEN 0 WHEN gpu_s > 0 THEN gpu_s ELSE cpu_s END), 0) AS compute,
+           COALESCE(SUM(CASE WHEN kind = 'rollouts' THEN
+             CASE WHEN state = 'running' THEN episodes_requested ELSE COALESCE(episodes_done, 0) END
+           ELSE 0 END), 0) AS episodes
+         FROM jobs WHERE run_id = ?`,
+      )
+      .get(runId) as { compute: number; episodes: number };
+    const submissions = this.db.prepare('SELECT COUNT(*) AS n FROM submissions WHERE run_id = ?').get(runId) as { n: number };
+    return { computeSeconds: row.compute, rolloutEpisodes: row.episodes, submissions: submissions.n };
+  }
+}

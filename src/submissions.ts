@@ -1,0 +1,116 @@
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { A2rlError, isA2rlError } from './errors.js';
+import type { Run } from './run.js';
+import { snapshotDirectory } from './snapshot.js';
+import type { GradeRow, SubmissionRow } from './store.js';
+
+export interface SubmissionView {
+  submission_id: string;
+  path: string;
+  note: string | null;
+  state: SubmissionRow['state'];
+  /** Score on the public half of the evaluation set; null until graded. */
+  score: number | null;
+  error: string | null;
+  content_hash: string;
+  submitted_at_s: number;
+  graded_at_s: number | null;
+}
+
+export const submissionId = (id: number) => `sub-${id}`;
+
+/** Parses `sub-3` (or `3`); anything else is a clear error. */
+export function parseSubmissionId(text: string): number {
+  const match = /^(?:sub-)?(\d+)$/.exec(text.trim());
+  if (!match) throw new A2rlError('INVALID_INPUT', `"${text}" is not a submission id; they look like sub-1. List yours with get_score.`);
+  return Number(match[1]);
+}
+
+export function viewSubmission(run: Run, row: SubmissionRow): SubmissionView {
+  const grade = row.state === 'graded' ? run.engine.grader.cached(run.task, row.content_hash) : undefined;
+  return {
+    submission_id: submissionId(row.id),
+    path: row.path,
+    note: row.note,
+    state: row.state,
+    score: grade?.public_score ?? null,
+    error: row.error,
+    content_hash: row.content_hash.slice(0, 16),
+    submitted_at_s: Math.round((row.created_at - run.row.created_at) / 1000),
+    graded_at_s: row.graded_at === null ? null : Math.round((row.graded_at - run.row.created_at) / 1000),
+  };
+}
+
+/**
+ * Snapshots a checkpoint folder and queues it for grading. Identical content submitted
+ * again returns the earlier submission (not graded twice, not counted twice).
+ */
+export function submitArtifact(run: Run, path: string, note: string | undefined): { submission: SubmissionRow; duplicate: boolean } {
+  run.assertCanStart('submission');
+  const target = run.workspace.resolve(path, 'read');
+  if (!existsSync(target.hostPath)) {
+    throw new A2rlError('NOT_FOUND', `${target.path} does not exist. Save your checkpoint (e.g. to output/final) and submit that folder.`);
+  }
+  if (!statSync(target.hostPath).isDirectory()) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `${target.path} is a file; submit the checkpoint folder that holds ${run.task.submission.requiredFiles.join(' and ')}.`,
+    );
+  }
+  const { engine, task } = run;
+  const snapshot = snapshotDirectory(target.hostPath, target.path, join(engine.home, 'submissions'), task.submission);
+  if (snapshot.contentHash === task.baseModelHash) {
+    const baseline = engine.grader.cached(task, task.baseModelHash);
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `${target.path} is the base model unchanged${baseline ? ` (its score, the baseline, is ${baseline.public_score})` : ''}; submitting it is refused. Train it first.`,
+    );
+  }
+  const outcome = engine.store.insertSubmissionWithin(run.limits.submissions, {
+    run_id: run.id,
+    path: target.path,
+    note: note ?? null,
+    content_hash: snapshot.contentHash,
+    files: snapshot.files,
+    bytes: snapshot.bytes,
+    created_at: Date.now(),
+  });
+  if ('capReached' in outcome) {
+    throw new A2rlError(
+      'BUDGET_EXHAUSTED',
+      `All ${run.limits.submissions} submissions of this run are used. Your best score stands; read it with get_score.`,
+    );
+  }
+  if ('existing' in outcome) {
+    run.record('submission', 'duplicate', { submission_id: outcome.existing.id, path: target.path });
+    return { submission: outcome.existing, duplicate: true };
+  }
+  const submission = outcome.inserted;
+  run.record('submission', 'queued', {
+    submission_id: submission.id,
+    path: target.path,
+    content_hash: snapshot.contentHash,
+    bytes: snapshot.bytes,
+  });
+  engine.store.setSubmissionState(submission.id, 'grading', null, null);
+  void engine.grader
+    .grade({ task, contentHash: snapshot.contentHash, checkpointDir: snapshot.dir, runId: run.id, runDir: run.dir, record: run.record })
+    .then(
+      (grade: GradeRow) => {
+        engine.store.setSubmissionState(submission.id, 'graded', null, Date.now());
+        run.record('submission', 'graded', {
+          submission_id: submission.id,
+          public_score: grade.public_score,
+          private_score: grade.private_score,
+        });
+      },
+      (error: unknown) => {
+        const reason = isA2rlError(error) ? error.message : `grading failed: ${String(error)}`;
+        engine.store.setSubmissionState(submission.id, 'failed', reason, Date.now());
+        run.record('submission', 'failed', { submission_id: submission.id, error: reason });
+        engine.logger.warn({ run: run.id, submission: submission.id, err: error }, 'grading failed');
+      },
+    );
+  return { submission: engine.store.getSubmission(submission.id)!, duplicate: false };
+}

@@ -1,0 +1,81 @@
+"""Generate the micro-gsm8k data: templated two-operand word problems.
+
+    python3 generate.py [--out-dir DIR]
+
+Writes DIR/data/train.jsonl (agent-visible) and DIR/eval/{public,private}.jsonl
+(hidden), DIR defaulting to this task's folder. Items look like GSM8K:
+{"question": "...", "answer": "23 + 18 = 41\\n#### 41"}. The output is a pure
+function of SEED, so running it again gives byte-identical files. No question
+appears twice anywhere, so train and eval share none.
+"""
+
+import argparse
+import json
+import os
+import random
+
+SEED = 20240617
+N_TRAIN, N_PUBLIC, N_PRIVATE = 4000, 200, 200
+LOW, HIGH = 2, 49  # operand range, inclusive
+
+NAMES = ["Ann", "Ben", "Cara", "Dan", "Eva", "Finn", "Gia", "Hugo", "Ivy", "Jack", "Kim", "Leo", "Mia", "Noah", "Omar", "Pia"]
+OBJECTS = ["apples", "books", "coins", "pens", "cards", "shells", "stickers", "marbles", "eggs", "stamps", "cookies", "toys"]
+PLACES = ["box", "bag", "jar", "basket"]
+
+ADD = [
+    "{name} has {a} {obj}. {name} buys {b} more. How many {obj} does {name} have now?",
+    "{name} had {a} {obj} and found {b} more. How many {obj} does {name} have?",
+    "There are {a} {obj} in a {place}. {name} puts in {b} more. How many {obj} are in the {place}?",
+    "{name} read {a} pages on Monday and {b} pages on Tuesday. How many pages did {name} read?",
+]
+SUB = [
+    "{name} has {a} {obj}. {name} gives {b} to a friend. How many {obj} are left?",
+    "{name} had {a} {obj} and lost {b} of them. How many {obj} does {name} have now?",
+    "There are {a} {obj} in a {place}. {name} takes out {b}. How many {obj} remain?",
+    "{name} needs {a} {obj} and already has {b}. How many more {obj} does {name} need?",
+]
+
+
+def make_item(rng):
+    a, b = rng.randint(LOW, HIGH), rng.randint(LOW, HIGH)
+    subtract = rng.random() < 0.5
+    if subtract:
+        a, b = max(a, b), min(a, b)
+    template = rng.choice(SUB if subtract else ADD)
+    question = template.format(name=rng.choice(NAMES), obj=rng.choice(OBJECTS), place=rng.choice(PLACES), a=a, b=b)
+    result = a - b if subtract else a + b
+    return {"question": question, "answer": f"{a} {'-' if subtract else '+'} {b} = {result}\n#### {result}"}
+
+
+def generate():
+    """Return (train, public, private) lists of items, all questions distinct."""
+    rng = random.Random(SEED)
+    seen, items = set(), []
+    while len(items) < N_TRAIN + N_PUBLIC + N_PRIVATE:
+        item = make_item(rng)
+        if item["question"] not in seen:
+            seen.add(item["question"])
+            items.append(item)
+    return items[:N_TRAIN], items[N_TRAIN : N_TRAIN + N_PUBLIC], items[N_TRAIN + N_PUBLIC :]
+
+
+def write_jsonl(path, items):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        for item in items:
+            f.write(json.dumps(item, sort_keys=True) + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out-dir", default=os.path.dirname(os.path.abspath(__file__)))
+    args = parser.parse_args()
+    train, public, private = generate()
+    write_jsonl(os.path.join(args.out_dir, "data", "train.jsonl"), train)
+    write_jsonl(os.path.join(args.out_dir, "eval", "public.jsonl"), public)
+    write_jsonl(os.path.join(args.out_dir, "eval", "private.jsonl"), private)
+    print(f"wrote {len(train)} train, {len(public)} public, {len(private)} private items under {args.out_dir}")
+
+
+if __name__ == "__main__":
+    main()

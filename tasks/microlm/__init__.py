@@ -1,0 +1,20 @@
+"""microlm: the tiny character-level language model shared by the micro tasks.
+
+    from microlm import checkpoint, data, decode, tokenizer
+    from microlm.model import GPT, GPTConfig
+
+- tokenizer   fixed character vocabulary (printable ASCII + newline + PAD/BOS/EOS/UNK)
+- model       GPT: forward(idx, targets=None) -> (logits, loss)
+- checkpoint  save(model, dir) / load(dir): config.json + model.pt, loaded without running code
+- decode      generate(model, prompts, max_new_tokens, temperature, top_k, seed) -> completions
+- data        (prompt, completion) batches with the loss on the completion only
+
+Everything runs on the CPU; set torch.set_num_threads yourself.
+"""
+
+from . import checkpoint, data, decode, model, tokenizer
+from .checkpoint import CheckpointError
+from .decode import generate
+from .model import GPT, GPTConfig
+
+__all__ = ["checkpoint", "data", "decode", "model", "tokenizer", "CheckpointError", "generate", "GPT", "GPTConfig"]

@@ -1,0 +1,47 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadReplay, playReplay } from '../src/replay.js';
+import { summarizeRun } from '../src/report.js';
+import { Store } from '../src/store.js';
+import { getTask } from '../src/tasks.js';
+import { startServer } from './helpers/mcp.js';
+import { tempDir } from './helpers/sandbox.js';
+
+describe('micro-gsm8k end to end', () => {
+  it(
+    'the oracle replay, through a real stdio client, lifts the score by at least 40 points within the default budget',
+    { timeout: 30 * 60_000 },
+    async () => {
+      const task = getTask('micro-gsm8k');
+      const home = tempDir('e2e');
+      const client = await startServer({ home, label: 'oracle' });
+      let runId = '';
+      try {
+        const outcomes = await playReplay(client, loadReplay(task.paths.oracle), {
+          onResult: (outcome) => {
+            if (typeof outcome.structured?.run_id === 'string') runId = outcome.structured.run_id;
+          },
+        });
+        expect(outcomes.at(-1)?.structured?.exhausted).toEqual([]);
+      } finally {
+        await client.close();
+      }
+      const store = new Store(join(home, 'store.sqlite'));
+      try {
+        const summary = summarizeRun(store, runId);
+        expect(summary.state).toBe('ended');
+        expect(summary.baseline!.public).toBeGreaterThanOrEqual(2);
+        expect(summary.baseline!.public).toBeLessThanOrEqual(30);
+        expect(summary.improvement!.public).toBeGreaterThanOrEqual(40);
+        expect(summary.improvement!.private).toBeGreaterThanOrEqual(40);
+        expect(summary.compute_seconds).toBeLessThan(task.defaultLimits.computeSeconds);
+        // The record holds every call of the replay and the jobs it started.
+        const tools = store.listEvents(runId, 'tool');
+        expect(tools.length).toBeGreaterThanOrEqual(loadReplay(task.paths.oracle).steps.length);
+        expect(store.listJobs(runId).map((job) => job.kind)).toEqual(expect.arrayContaining(['exec', 'training', 'rollouts', 'grading']));
+      } finally {
+        store.close();
+      }
+    },
+  );
+});

@@ -1,0 +1,97 @@
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Progress } from '@modelcontextprotocol/sdk/types.js';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { connectStdio } from '../../src/client.js';
+import { packageRoot } from '../../src/paths.js';
+
+export interface CallResult {
+  isError: boolean;
+  text: string;
+  structured: Record<string, any>;
+}
+
+/** A real `a2rl serve` child process with an MCP client on its stdio. */
+export async function startServer(options: { home: string; task?: string; budget?: string; label?: string }): Promise<Client> {
+  const { client } = await connectStdio({
+    task: options.task ?? 'micro-gsm8k',
+    budget: options.budget,
+    label: options.label ?? 'test',
+    home: options.home,
+    stderr: 'ignore',
+    clientName: 'a2rl-test',
+  });
+  return client;
+}
+
+export async function call(
+  client: Client,
+  name: string,
+  args: Record<string, unknown> = {},
+  onprogress?: (p: Progress) => void,
+): Promise<CallResult> {
+  const result = await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000, onprogress });
+  const content = (result.content ?? []) as Array<{ type: string; text?: string }>;
+  return {
+    isError: result.isError === true,
+    text: content.find((c) => c.type === 'text')?.text ?? '',
+    structured: (result.structuredContent ?? {}) as Record<string, any>,
+  };
+}
+
+/** Waits for a job to end through job_status, as an agent would. */
+export async function waitJob(client: Client, jobId: string, seconds = 600): Promise<Record<string, any>> {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    const status = await call(client, 'job_status', { job_id: jobId, wait_seconds: 20 });
+    const job = status.structured.jobs[0];
+    if (job.state !== 'running') return job;
+    if (Date.now() > deadline) throw new Error(`${jobId} still running after ${seconds}s`);
+  }
+}
+
+export async function waitScore(client: Client, submissionId: string, seconds = 600): Promise<Record<string, any>> {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    const score = await call(client, 'get_score', { submission_id: submissionId, wait_seconds: 20 });
+    const submission = score.structured.submissions[0];
+    if (submission.state === 'graded' || submission.state === 'failed') return score.structured;
+    if (Date.now() > deadline) throw new Error(`${submissionId} still ${submission.state} after ${seconds}s`);
+  }
+}
+
+/** `a2rl serve` spoken to in raw JSON-RPC lines, for what a client library would hide (stdout, crashes). */
+export function rawServer(home: string) {
+  const child = spawn(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'serve', '--task', 'micro-gsm8k'], {
+    env: { ...process.env, A2RL_HOME: home },
+  });
+  let stdout = '';
+  let stderr = '';
+  const waiting = new Map<number, (message: any) => void>();
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk;
+    for (const line of chunk.toString().split('\n').filter(Boolean)) {
+      const message = JSON.parse(line);
+      if (message.id !== undefined) waiting.get(message.id)?.(message);
+    }
+  });
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  let nextId = 1;
+  const send = (message: object) => child.stdin.write(`${JSON.stringify(message)}\n`);
+  const request = (method: string, params: object) =>
+    new Promise<any>((resolve) => {
+      const id = nextId++;
+      waiting.set(id, resolve);
+      send({ jsonrpc: '2.0', id, method, params });
+    });
+  return {
+    child,
+    output: () => ({ stdout, stderr }),
+    request,
+    async initialize() {
+      await request('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } });
+      send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    },
+    exited: new Promise<number | null>((resolve) => child.once('exit', resolve)),
+  };
+}

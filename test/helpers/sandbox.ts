@@ -1,0 +1,48 @@
+import { closeSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BubblewrapBackend } from '../../sandbox/bwrap.js';
+import type { ExitStatus, SandboxInstance, SandboxProcess, SandboxSpec } from '../../sandbox/sandbox.js';
+
+export const defaultLimits = { cpus: 1, memoryBytes: 512 * 2 ** 20, pids: 64, gpus: [] as number[] };
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), `a2rl-${prefix}-`));
+}
+
+/** A bubblewrap sandbox over a fresh workspace, as a run gets it. */
+export async function makeSandbox(extra: Partial<SandboxSpec> = {}): Promise<{ sandbox: SandboxInstance; workspace: string }> {
+  const workspace = tempDir('ws');
+  const backend = new BubblewrapBackend(`test-${process.pid}`);
+  const sandbox = await backend.create({
+    name: 'test',
+    mounts: [{ source: workspace, target: '/workspace', readOnly: false }, ...(extra.mounts ?? [])],
+    hidden: extra.hidden ?? [],
+    env: extra.env ?? {},
+    workdir: '/workspace',
+  });
+  return { sandbox, workspace };
+}
+
+/** Runs a shell command in the sandbox; returns its exit and everything it printed. */
+export async function run(
+  sandbox: SandboxInstance,
+  script: string,
+  limits = defaultLimits,
+  onStart?: (process: SandboxProcess) => void,
+): Promise<ExitStatus & { output: string; cpuSeconds: number; measured: boolean }> {
+  const logDir = tempDir('log');
+  const log = join(logDir, 'out.log');
+  const fd = openSync(log, 'w');
+  const process = sandbox.exec({
+    command: ['/bin/sh', '-c', script],
+    limits,
+    outputFd: fd,
+    tag: `t${Math.random().toString(36).slice(2, 8)}`,
+  });
+  closeSync(fd);
+  onStart?.(process);
+  const status = await process.exited;
+  const usage = process.usage();
+  return { ...status, output: readFileSync(log, 'utf8'), cpuSeconds: usage.cpuSeconds, measured: usage.measured };
+}

@@ -1,0 +1,155 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { processTree } from '../sandbox/process-tree.js';
+import type { SandboxInstance, SandboxProcess } from '../sandbox/sandbox.js';
+import { defaultLimits, makeSandbox, run, tempDir } from './helpers/sandbox.js';
+
+describe('bubblewrap sandbox', () => {
+  let sandbox: SandboxInstance;
+  let workspace: string;
+  let secretDir: string;
+  let readOnlyData: string;
+
+  beforeAll(async () => {
+    secretDir = tempDir('secret');
+    writeFileSync(join(secretDir, 'eval.jsonl'), '{"answer": "#### 42"}\n');
+    readOnlyData = tempDir('data');
+    writeFileSync(join(readOnlyData, 'train.jsonl'), 'train\n');
+    ({ sandbox, workspace } = await makeSandbox({ mounts: [{ source: readOnlyData, target: '/workspace/data', readOnly: true }] }));
+    mkdirSync(join(workspace, 'data'), { recursive: true });
+  });
+
+  afterAll(async () => {
+    await sandbox.destroy();
+  });
+
+  it('runs python with torch, as an unprivileged user, in /workspace', async () => {
+    const result = await run(sandbox, '/usr/bin/python3 -c "import os, torch; print(os.getuid(), os.getcwd(), torch.__version__)"');
+    expect(result.exitCode).toBe(0);
+    expect(result.output).toMatch(/^1000 \/workspace 1\./);
+  });
+
+  it('has no network: neither the internet nor a server listening on the host loopback', async () => {
+    const server = createServer((socket) => socket.end('leak\n'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const script = `/usr/bin/python3 - <<'EOF'
+import socket
+for host, port in [("127.0.0.1", ${port}), ("1.1.1.1", 53)]:
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect((host, port))
+        print("connected", host, s.recv(10))
+    except OSError as e:
+        print("refused", host, e.errno)
+try:
+    socket.getaddrinfo("registry.npmjs.org", 443)
+    print("resolved")
+except OSError:
+    print("no dns")
+EOF`;
+      const result = await run(sandbox, script);
+      expect(result.output).not.toContain('connected');
+      expect(result.output).toContain('refused 127.0.0.1');
+      expect(result.output).toContain('refused 1.1.1.1');
+      expect(result.output).toContain('no dns');
+    } finally {
+      server.close();
+    }
+  });
+
+  it('shows nothing of the host but the system files and its mounts', async () => {
+    const listing = await run(sandbox, 'ls /');
+    expect(listing.output.trim().split('\n').sort()).toEqual([
+      'bin',
+      'dev',
+      'etc',
+      'lib',
+      'lib64',
+      'proc',
+      'sbin',
+      'tmp',
+      'usr',
+      'workspace',
+    ]);
+    const search = await run(
+      sandbox,
+      `find / -name eval.jsonl 2>/dev/null; cat ${secretDir}/eval.jsonl; grep -rs "#### 42" /etc /tmp /workspace`,
+    );
+    expect(search.output).not.toContain('#### 42');
+    expect(search.output).toContain('No such file');
+  });
+
+  it('hides listed host paths even under a system mount', async () => {
+    const hidden = '/usr/share/doc';
+    const { sandbox: strict } = await makeSandbox({ hidden: [hidden] });
+    const result = await run(strict, `ls ${hidden} | wc -l`);
+    expect(existsSync(hidden)).toBe(true);
+    expect(result.output.trim()).toBe('0');
+  });
+
+  it('lets jobs write the workspace and /tmp only; read-only mounts stay read-only', async () => {
+    const result = await run(
+      sandbox,
+      'echo ok > /workspace/out.txt && echo tmp > /tmp/x && cat /tmp/x; echo x > /workspace/data/train.jsonl; echo $?; touch /usr/evil; echo $?; touch /etc/evil; echo $?',
+    );
+    expect(readFileSync(join(workspace, 'out.txt'), 'utf8')).toBe('ok\n');
+    expect(readFileSync(join(readOnlyData, 'train.jsonl'), 'utf8')).toBe('train\n');
+    expect(result.output.split('\n').filter(Boolean)).toEqual(expect.arrayContaining(['tmp']));
+    expect(result.output).toMatch(/Read-only file system/);
+    expect(existsSync('/usr/evil')).toBe(false);
+  });
+
+  it('stops every process of a job, including ones that ignore TERM or detach', async () => {
+    let job: SandboxProcess | undefined;
+    const started = Date.now();
+    const finished = run(sandbox, "trap '' TERM; (trap '' TERM; setsid sleep 300 &) ; sleep 300", defaultLimits, (p) => (job = p));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const tree = processTree(job!.pid);
+    expect(tree.length).toBeGreaterThanOrEqual(3);
+    await job!.stop(1000);
+    const result = await finished;
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(result.exitCode === null || result.exitCode !== 0).toBe(true);
+    const alive = tree.filter((pid) => existsSync(`/proc/${pid}`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')));
+    expect(alive).toEqual([]);
+  });
+
+  it('lets a job that handles TERM exit cleanly within the grace period', async () => {
+    let job: SandboxProcess | undefined;
+    const finished = run(sandbox, "trap 'echo got TERM; exit 3' TERM; while true; do sleep 0.1; done", defaultLimits, (p) => (job = p));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await job!.stop(5000);
+    const result = await finished;
+    expect(result.output).toContain('got TERM');
+    expect(result.exitCode).toBe(3);
+  });
+
+  it('kills a job over its memory limit and says so', async () => {
+    const result = await run(sandbox, '/usr/bin/python3 -c "x = bytearray(400 * 2**20); print(len(x))"', {
+      ...defaultLimits,
+      memoryBytes: 128 * 2 ** 20,
+    });
+    expect(result.oomKilled).toBe(true);
+    expect(result.output).not.toContain(String(400 * 2 ** 20));
+  });
+
+  it('contains a fork bomb with the pids limit', async () => {
+    const result = await run(sandbox, 'i=0; while [ $i -lt 200 ]; do sleep 5 & i=$((i+1)); done 2>/dev/null; jobs -p | wc -l', {
+      ...defaultLimits,
+      pids: 32,
+    });
+    expect(Number(result.output.trim().split('\n').at(-1))).toBeLessThan(40);
+  });
+
+  it('measures CPU time per job', async () => {
+    const result = await run(sandbox, '/usr/bin/python3 -c "import time\nt=time.time()\nwhile time.time()-t < 1.5: pass"');
+    expect(result.measured).toBe(true);
+    expect(result.cpuSeconds).toBeGreaterThan(1.0);
+    expect(result.cpuSeconds).toBeLessThan(3.0);
+  });
+});

@@ -1,0 +1,111 @@
+import { mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { snapshotDirectory } from '../src/snapshot.js';
+import { Store } from '../src/store.js';
+import { tempDir } from './helpers/sandbox.js';
+
+function newRun(store: Store, id: string): void {
+  store.insertRun({
+    id,
+    task_id: 'micro-gsm8k',
+    label: null,
+    token_hash: null,
+    budget: '{}',
+    dir: '/tmp/x',
+    sandbox: 'bwrap',
+    created_at: Date.now(),
+  });
+}
+
+describe('store', () => {
+  it('migrates once, in WAL mode, and keeps what was written across reopening', () => {
+    const path = join(tempDir('store'), 'store.sqlite');
+    const first = new Store(path);
+    expect(first.schemaVersion).toBe(1);
+    expect(first.db.pragma('journal_mode', { simple: true })).toBe('wal');
+    newRun(first, 'r1');
+    first.insertEvent({ run_id: 'r1', at: 1, t_rel_ms: 0, kind: 'tool', name: 'exec', data: '{}' });
+    first.close();
+    const second = new Store(path);
+    expect(second.schemaVersion).toBe(1);
+    expect(second.listEvents('r1')).toHaveLength(1);
+    second.close();
+  });
+
+  it('never lets racing submissions past the cap, and returns the earlier one for identical content', () => {
+    const store = new Store(join(tempDir('store'), 'store.sqlite'));
+    newRun(store, 'r1');
+    const submit = (hash: string) =>
+      store.insertSubmissionWithin(3, {
+        run_id: 'r1',
+        path: 'output/x',
+        note: null,
+        content_hash: hash,
+        files: 2,
+        bytes: 10,
+        created_at: Date.now(),
+      });
+    const outcomes = ['a', 'b', 'a', 'c', 'd', 'e'].map(submit);
+    expect(outcomes.map((o) => Object.keys(o)[0])).toEqual(['inserted', 'inserted', 'existing', 'inserted', 'capReached', 'capReached']);
+    expect(store.usage('r1').submissions).toBe(3);
+    store.close();
+  });
+
+  it('charges CPU-seconds for CPU jobs, GPU-seconds for GPU jobs, and nothing for grading', () => {
+    const store = new Store(join(tempDir('store'), 'store.sqlite'));
+    newRun(store, 'r1');
+    const job = (kind: 'training' | 'grading', charged: number) =>
+      store.insertJob(
+        { run_id: 'r1', kind, command: 'x', resources: '{}', charged, episodes_requested: 0, owner: 'o', created_at: 0 },
+        '/tmp',
+      ).id;
+    store.updateJobUsage(job('training', 1), 30, 0);
+    store.updateJobUsage(job('training', 1), 500, 40);
+    store.updateJobUsage(job('grading', 0), 100, 0);
+    expect(store.usage('r1').computeSeconds).toBe(70);
+    store.close();
+  });
+});
+
+describe('submission snapshots', () => {
+  const limits = { maxFiles: 4, maxBytes: 1000, requiredFiles: ['config.json', 'model.pt'] };
+
+  function checkpoint(files: Record<string, string>): string {
+    const dir = tempDir('ckpt');
+    for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
+    return dir;
+  }
+
+  it('hashes content, not location or time, and locks the copy', () => {
+    const storeDir = tempDir('subs');
+    const a = snapshotDirectory(checkpoint({ 'config.json': '{}', 'model.pt': 'w' }), 'output/a', storeDir, limits);
+    const b = snapshotDirectory(checkpoint({ 'config.json': '{}', 'model.pt': 'w' }), 'output/b', storeDir, limits);
+    const c = snapshotDirectory(checkpoint({ 'config.json': '{}', 'model.pt': 'v' }), 'output/c', storeDir, limits);
+    expect(a.contentHash).toBe(b.contentHash);
+    expect(c.contentHash).not.toBe(a.contentHash);
+    expect(readdirSync(storeDir).sort()).toEqual([a.contentHash, c.contentHash].sort());
+    expect(statSync(join(a.dir, 'model.pt')).mode & 0o222).toBe(0);
+  });
+
+  it.each([
+    ['an empty folder', {}, /is empty/],
+    ['a folder without the weights', { 'config.json': '{}' }, /lacks model\.pt/],
+    ['too many bytes', { 'config.json': '{}', 'model.pt': 'x'.repeat(2000) }, /more than 4 files or 1000 bytes/],
+  ])('refuses %s and stores nothing', (_, files, message) => {
+    const storeDir = tempDir('subs');
+    expect(() => snapshotDirectory(checkpoint(files), 'output/x', storeDir, limits)).toThrow(message);
+    expect(readdirSync(storeDir)).toEqual([]);
+  });
+
+  it('refuses symlinks, even to real files', () => {
+    const storeDir = tempDir('subs');
+    const dir = checkpoint({ 'config.json': '{}' });
+    const target = join(tempDir('outside'), 'model.pt');
+    writeFileSync(target, 'w');
+    symlinkSync(target, join(dir, 'model.pt'));
+    mkdirSync(join(dir, 'sub'));
+    expect(() => snapshotDirectory(dir, 'output/x', storeDir, limits)).toThrow(/symlink.*cp -L/s);
+    expect(readdirSync(storeDir)).toEqual([]);
+  });
+});

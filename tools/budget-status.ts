@@ -1,0 +1,39 @@
+import { z } from 'zod';
+import { formatDuration } from '../src/budget.js';
+import { defineTool } from './define.js';
+
+const lineSchema = z.object({ used: z.number(), limit: z.number(), left: z.number() });
+
+export const budgetStatusTool = defineTool({
+  name: 'budget_status',
+  title: 'Budget',
+  description:
+    'Shows what this run has used and has left: wall-clock seconds, compute (CPU seconds of your jobs), submissions and ' +
+    'rollout episodes, which budgets are exhausted, and whether the run is still active. Cheap; call it whenever you plan.',
+  inputSchema: z.object({}).strict(),
+  outputSchema: z.object({
+    run_id: z.string(),
+    task_id: z.string(),
+    run_state: z.enum(['active', 'ended']),
+    end_reason: z.string().nullable(),
+    wall_seconds: lineSchema,
+    compute_seconds: lineSchema,
+    submissions: lineSchema,
+    rollout_episodes: lineSchema,
+    exhausted: z.array(z.string()),
+  }),
+  annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
+  handler: async (run) => {
+    const row = run.engine.store.getRun(run.id)!;
+    const budget = run.budget();
+    const structured = { run_id: run.id, task_id: run.task.id, run_state: row.state, end_reason: row.end_reason, ...budget };
+    const text = [
+      `run ${row.state}${row.end_reason ? ` (${row.end_reason})` : ''}`,
+      `wall: ${formatDuration(budget.wall_seconds.used)} of ${formatDuration(budget.wall_seconds.limit)}`,
+      `compute: ${formatDuration(budget.compute_seconds.used)} of ${formatDuration(budget.compute_seconds.limit)} CPU time`,
+      `submissions: ${budget.submissions.used} of ${budget.submissions.limit}`,
+      `rollout episodes: ${budget.rollout_episodes.used} of ${budget.rollout_episodes.limit}`,
+    ].join('\n');
+    return { structured, text };
+  },
+});

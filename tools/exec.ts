@@ -1,0 +1,77 @@
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { defineTool } from './define.js';
+import { jobId, waitForJob } from './jobs-view.js';
+
+const maxOutputBytes = 16 * 1024;
+
+export const execTool = defineTool({
+  name: 'exec',
+  title: 'Run a short command',
+  description:
+    'Runs a short shell command in the run sandbox (cwd /workspace, no network, /usr/bin/python3 with PyTorch) and returns ' +
+    'its exit code and output (stdout and stderr together, the last 16 KiB). For quick things: look at data, check that a ' +
+    'script starts, run a few training steps. It is killed after timeout_s (at most 55 s); start anything longer with ' +
+    'run_training. Its CPU time is charged to the compute budget.',
+  inputSchema: z
+    .object({
+      command: z.string().min(1).max(20_000).describe('Shell command, run with /bin/sh -c'),
+      timeout_s: z.number().int().min(1).max(55).default(30).describe('Seconds before the command is killed, 1 to 55'),
+    })
+    .strict(),
+  outputSchema: z.object({
+    job_id: z.string(),
+    exit_code: z.number().nullable(),
+    state: z.string(),
+    timed_out: z.boolean(),
+    output: z.string(),
+    output_truncated: z.boolean(),
+    duration_s: z.number(),
+    cpu_s: z.number(),
+  }),
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+  handler: async (run, args, extra) => {
+    run.assertCanStart('exec');
+    const started = run.engine.jobs.start({
+      runId: run.id,
+      kind: 'exec',
+      command: args.command,
+      argv: ['/bin/sh', '-c', args.command],
+      sandbox: run.sandbox,
+      limits: run.jobLimits(),
+      charged: true,
+      timeoutMs: args.timeout_s * 1000,
+      logDir: join(run.dir, 'logs'),
+      record: run.record,
+    });
+    const job = await waitForJob(run, started, args.timeout_s + 10, extra);
+    const { text, truncated } = tail(job.log_path, maxOutputBytes);
+    const duration = ((job.ended_at ?? Date.now()) - (job.started_at ?? job.created_at)) / 1000;
+    const structured = {
+      job_id: jobId(job.id),
+      exit_code: job.exit_code,
+      state: job.state,
+      timed_out: job.state === 'timed_out',
+      output: text,
+      output_truncated: truncated,
+      duration_s: Math.round(duration * 10) / 10,
+      cpu_s: Math.round(job.cpu_s * 10) / 10,
+    };
+    const status = job.state === 'succeeded' ? 'exit 0' : `${job.state}${job.reason ? `: ${job.reason}` : ''}`;
+    return { structured, text: `[${status}, ${structured.duration_s}s]\n${truncated ? '…\n' : ''}${text}` };
+  },
+});
+
+function tail(path: string, maxBytes: number): { text: string; truncated: boolean } {
+  const size = statSync(path).size;
+  const length = Math.min(size, maxBytes);
+  const buffer = Buffer.alloc(length);
+  const fd = openSync(path, 'r');
+  try {
+    readSync(fd, buffer, 0, length, size - length);
+  } finally {
+    closeSync(fd);
+  }
+  return { text: buffer.toString('utf8'), truncated: size > maxBytes };
+}

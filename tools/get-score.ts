@@ -1,0 +1,83 @@
+import { z } from 'zod';
+import type { Run } from '../src/run.js';
+import { parseSubmissionId, type SubmissionView, viewSubmission } from '../src/submissions.js';
+import { A2rlError } from '../src/errors.js';
+import { defineTool, maxWaitSeconds, reportProgress } from './define.js';
+
+const submissionSchema = z.object({
+  submission_id: z.string(),
+  path: z.string(),
+  note: z.string().nullable(),
+  state: z.enum(['queued', 'grading', 'graded', 'failed']),
+  score: z.number().nullable().describe('Score (0-100) on the public half of the evaluation set'),
+  error: z.string().nullable().describe('Why grading failed'),
+  content_hash: z.string(),
+  submitted_at_s: z.number(),
+  graded_at_s: z.number().nullable(),
+});
+
+export const getScoreTool = defineTool({
+  name: 'get_score',
+  title: 'Scores',
+  description:
+    "Shows grading results: one submission (by submission_id) or all of this run's, the best score so far, and the " +
+    "baseline (the untouched base model's score). Scores are 0-100 on the public half of the held-out evaluation set. " +
+    `With submission_id and wait_seconds (at most ${maxWaitSeconds}) it waits for that grading to finish, sending progress notifications.`,
+  inputSchema: z
+    .object({
+      submission_id: z.string().optional().describe('A submission id such as "sub-1"; omit for all'),
+      wait_seconds: z.number().min(0).max(maxWaitSeconds).default(0).describe('Wait up to this long for the grading to finish'),
+    })
+    .strict(),
+  outputSchema: z.object({
+    submissions: z.array(submissionSchema),
+    best: z.object({ submission_id: z.string(), score: z.number() }).nullable(),
+    baseline: z.object({ state: z.enum(['graded', 'pending']), score: z.number().nullable() }),
+    improvement: z.number().nullable().describe('Best score minus baseline'),
+  }),
+  annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
+  handler: async (run, args, extra) => {
+    let views: SubmissionView[];
+    if (args.submission_id !== undefined) {
+      const id = parseSubmissionId(args.submission_id);
+      const deadline = Date.now() + args.wait_seconds * 1000;
+      let row = find(run, id, args.submission_id);
+      while ((row.state === 'queued' || row.state === 'grading') && Date.now() < deadline && !extra.signal.aborted) {
+        await new Promise((resolve) => setTimeout(resolve, Math.min(1000, deadline - Date.now())));
+        row = find(run, id, args.submission_id);
+        await reportProgress(extra, Math.round((Date.now() - row.created_at) / 1000), undefined, `sub-${id} ${row.state}`);
+      }
+      views = [viewSubmission(run, row)];
+    } else {
+      views = run.engine.store.listSubmissions(run.id).map((row) => viewSubmission(run, row));
+    }
+    const all = run.engine.store.listSubmissions(run.id).map((row) => viewSubmission(run, row));
+    const best = all.reduce<SubmissionView | undefined>(
+      (top, s) => (s.score !== null && (top === undefined || s.score > top.score!) ? s : top),
+      undefined,
+    );
+    const baselineGrade = run.engine.grader.cached(run.task, run.task.baseModelHash);
+    const baseline = { state: baselineGrade ? ('graded' as const) : ('pending' as const), score: baselineGrade?.public_score ?? null };
+    const improvement = best && baseline.score !== null ? Math.round((best.score! - baseline.score) * 100) / 100 : null;
+    const structured = {
+      submissions: views,
+      best: best ? { submission_id: best.submission_id, score: best.score! } : null,
+      baseline,
+      improvement,
+    };
+    const lines = views.map(
+      (s) => `${s.submission_id} ${s.path}: ${s.state}${s.score === null ? '' : ` score ${s.score}`}${s.error ? ` (${s.error})` : ''}`,
+    );
+    lines.push(
+      `baseline: ${baseline.score ?? 'pending'}; best: ${best ? `${best.score} (${best.submission_id})` : 'none yet'}${improvement === null ? '' : `; improvement ${improvement}`}`,
+    );
+    return { structured, text: lines.join('\n') };
+  },
+});
+
+function find(run: Run, id: number, shown: string) {
+  const row = run.engine.store.getSubmission(id);
+  if (!row || row.run_id !== run.id)
+    throw new A2rlError('NOT_FOUND', `No submission "${shown}" in this run. List yours with get_score and no submission_id.`);
+  return row;
+}

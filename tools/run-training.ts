@@ -1,0 +1,52 @@
+import { join } from 'node:path';
+import { z } from 'zod';
+import { A2rlError } from '../src/errors.js';
+import { defineTool } from './define.js';
+import { jobViewSchema, viewJob } from './jobs-view.js';
+
+export const runTrainingTool = defineTool({
+  name: 'run_training',
+  title: 'Start a training job',
+  description:
+    'Starts a long-running job in the run sandbox (cwd /workspace, no network, /usr/bin/python3 with PyTorch, ' +
+    'PYTHONPATH=/workspace/lib) and returns its job id at once. Use it for training and any other long work; follow it with ' +
+    'job_status (wait_seconds to wait), job_logs and cancel_job. It runs until it ends, its timeout passes, or the budget ' +
+    'is spent. Its CPU time is charged to the compute budget. Save checkpoints under output/ with microlm.checkpoint.save.',
+  inputSchema: z
+    .object({
+      command: z.string().min(1).max(20_000).describe('Shell command, e.g. "python3 code/train.py --steps 800"'),
+      cpus: z.number().positive().optional().describe("CPU cores for the job (default and maximum: the task's per-job limit)"),
+      memory_mb: z.number().int().positive().optional().describe("Memory limit in MiB (default and maximum: the task's per-job limit)"),
+      gpus: z.number().int().min(0).max(8).default(0).describe('GPUs for the job; 0 on CPU-only servers'),
+      timeout_minutes: z.number().positive().optional().describe('Stop the job after this many minutes (default: until the budget ends)'),
+    })
+    .strict(),
+  outputSchema: jobViewSchema,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+  handler: async (run, args) => {
+    if (args.gpus > 0) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        `This server has no GPUs for task ${run.task.id} (a ${run.task.tier}-tier task runs on CPU); start the job with gpus: 0.`,
+      );
+    }
+    run.assertCanStart('training');
+    const job = run.engine.jobs.start({
+      runId: run.id,
+      kind: 'training',
+      command: args.command,
+      argv: ['/bin/sh', '-c', args.command],
+      sandbox: run.sandbox,
+      limits: run.jobLimits({ cpus: args.cpus, memoryMb: args.memory_mb }),
+      charged: true,
+      timeoutMs: args.timeout_minutes === undefined ? undefined : args.timeout_minutes * 60_000,
+      logDir: join(run.dir, 'logs'),
+      record: run.record,
+    });
+    const view = viewJob(run, job);
+    return {
+      structured: view,
+      text: `Started ${view.job_id}: ${args.command}\nFollow it with job_status (wait_seconds up to 50) and job_logs.`,
+    };
+  },
+});
