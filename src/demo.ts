@@ -60,16 +60,17 @@ export async function runDemo(options: DemoOptions): Promise<RunSummary> {
         process.stderr.write(`[${index + 1}/${total}] ${step.tool}${step.comment ? `: ${step.comment}` : ''}\n`);
       },
       onProgress: (step, progress) => {
-        // Training scripts print "step N/M"; show that as a bar, anything else as its message.
+        // Training scripts print "step N/M": that becomes a bar; other progress stays quiet.
         const steps = /step (\d+)\/(\d+)/.exec(progress.message ?? '');
-        const detail = (progress.message ?? '').slice(0, 70);
+        if (!steps) return;
+        const detail = (progress.message ?? '').replace(/^job-\d+ running after \d+s: /, '').slice(0, 60);
         if (barActive !== step) {
           stopBar();
-          bar.start(steps ? Number(steps[2]) : 100, 0, { detail });
+          bar.start(Number(steps[2]), 0, { detail });
           barActive = step;
         }
-        if (steps) bar.update(Number(steps[1]), { detail });
-        else bar.update(Math.min(99, Math.round(progress.progress)), { detail });
+        bar.setTotal(Number(steps[2]));
+        bar.update(Number(steps[1]), { detail });
       },
       onResult: (outcome) => {
         stopBar();
@@ -92,7 +93,9 @@ export async function runDemo(options: DemoOptions): Promise<RunSummary> {
 }
 
 export function formatSummaryTable(summaries: RunSummary[]): string {
+  const colour = process.stdout.isTTY === true;
   const table = new Table({
+    style: { head: colour ? ['cyan'] : [], border: colour ? ['grey'] : [] },
     head: ['task', 'level', 'baseline', 'best score', 'improvement', 'private (final)', 'submissions', 'compute used', 'wall time'],
   });
   const score = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));

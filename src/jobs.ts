@@ -119,10 +119,11 @@ export class JobManager {
     await Promise.all([...this.live.keys()].map((id) => this.stop(id, 'cancelled', reason)));
   }
 
-  /** Resolves when the job ends or after `ms`, whichever comes first, with its current row. */
+  /** Resolves when the job ends or after `ms` (Infinity: when it ends), with its current row. */
   async wait(id: number, ms: number): Promise<JobRow> {
     const job = this.live.get(id);
-    if (job && ms > 0) {
+    if (job && ms === Number.POSITIVE_INFINITY) await job.done;
+    else if (job && ms > 0) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([job.done, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
       clearTimeout(timer);

@@ -10,7 +10,8 @@ export interface RolloutRequest {
   episodes: number;
   groupSize: number;
   temperature: number;
-  seed: number;
+  /** Defaults to the batch number, so repeated calls sample different prompts. */
+  seed?: number;
 }
 
 export interface RolloutSummary {
@@ -47,24 +48,20 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
   const batch = run.engine.store.listJobs(run.id, ['rollouts']).length + 1;
   const out = `rollouts/batch-${String(batch).padStart(3, '0')}.jsonl`;
   const hostOut = run.workspace.resolve(out, 'write').hostPath;
+  const options: Record<string, string | number> = {
+    checkpoint: `${sandboxWorkspace}/${checkpoint.path}`,
+    data: `${sandboxWorkspace}/${run.task.rolloutData}`,
+    n: request.episodes,
+    'group-size': request.groupSize,
+    temperature: request.temperature,
+    seed: request.seed ?? batch,
+    out: `${sandboxWorkspace}/${out}`,
+  };
   const argv = [
     '/usr/bin/python3',
     '-m',
     `${run.task.env.package}.rollouts`,
-    '--checkpoint',
-    `${sandboxWorkspace}/${checkpoint.path}`,
-    '--data',
-    `${sandboxWorkspace}/${run.task.rolloutData}`,
-    '--n',
-    String(request.episodes),
-    '--group-size',
-    String(request.groupSize),
-    '--temperature',
-    String(request.temperature),
-    '--seed',
-    String(request.seed),
-    '--out',
-    `${sandboxWorkspace}/${out}`,
+    ...Object.entries(options).flatMap(([k, v]) => [`--${k}`, String(v)]),
   ];
   const job = run.engine.jobs.start({
     runId: run.id,

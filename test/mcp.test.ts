@@ -102,14 +102,14 @@ describe('MCP server over stdio', () => {
   });
 
   it('lists, writes and reads workspace files', async () => {
-    const listing = await call(client, 'list_files', { depth: 2 });
+    const listing = await call(client, 'list_files', { depth: 3 });
     const paths = listing.structured.entries.map((e: { path: string }) => e.path);
     expect(paths).toEqual(
       expect.arrayContaining(['code', 'output', 'rollouts', 'data/train.jsonl', 'models/base/model.pt', 'lib/microlm', 'instructions.md']),
     );
     expect(paths.some((p: string) => p.startsWith('eval'))).toBe(false);
     const written = await call(client, 'write_file', { path: 'code/hello.py', content: 'print("hello from the sandbox")\n' });
-    expect(written.structured).toEqual({ path: 'code/hello.py', bytes_written: 31, size: 31 });
+    expect(written.structured).toEqual({ path: 'code/hello.py', bytes_written: 32, size: 32 });
     expect((await call(client, 'read_file', { path: '/workspace/code/hello.py' })).structured.content).toContain('hello from');
     const ran = await call(client, 'exec', { command: 'python3 code/hello.py' });
     expect(ran.structured).toMatchObject({ exit_code: 0, state: 'succeeded', timed_out: false });

@@ -42,10 +42,11 @@ export const getScoreTool = defineTool({
       const id = parseSubmissionId(args.submission_id);
       const deadline = Date.now() + args.wait_seconds * 1000;
       let row = find(run, id, args.submission_id);
+      // Progress before each pause, never just before the answer (see waitForJob).
       while ((row.state === 'queued' || row.state === 'grading') && Date.now() < deadline && !extra.signal.aborted) {
+        await reportProgress(extra, Math.round((Date.now() - row.created_at) / 1000), undefined, `sub-${id} ${row.state}`);
         await new Promise((resolve) => setTimeout(resolve, Math.min(1000, deadline - Date.now())));
         row = find(run, id, args.submission_id);
-        await reportProgress(extra, Math.round((Date.now() - row.created_at) / 1000), undefined, `sub-${id} ${row.state}`);
       }
       views = [viewSubmission(run, row)];
     } else {

@@ -54,14 +54,17 @@ export function isFinished(job: JobRow): boolean {
   return finishedJobStates.includes(job.state);
 }
 
-/** Waits up to `seconds` for a job to end, telling the client how it goes every few seconds. */
+/**
+ * Waits up to `seconds` for a job to end. Progress goes out at the start of every slice,
+ * never just before the answer: clients may drop a notification that trails its response.
+ */
 export async function waitForJob(run: Run, job: JobRow, seconds: number, extra: ToolExtra): Promise<JobRow> {
   const deadline = Date.now() + seconds * 1000;
   let current = job;
   while (!isFinished(current) && Date.now() < deadline && !extra.signal.aborted) {
-    current = await run.engine.jobs.wait(job.id, Math.min(5000, deadline - Date.now()));
     const elapsed = Math.round((Date.now() - (current.started_at ?? current.created_at)) / 1000);
     await reportProgress(extra, elapsed, undefined, `${jobId(job.id)} ${current.state} after ${elapsed}s: ${lastLine(current.log_path)}`);
+    current = await run.engine.jobs.wait(job.id, Math.min(5000, deadline - Date.now()));
   }
   return current;
 }

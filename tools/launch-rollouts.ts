@@ -18,7 +18,12 @@ export const launchRolloutsTool = defineTool({
       episodes: z.number().int().min(1).max(10_000).describe('Completions to sample in total'),
       group_size: z.number().int().min(1).max(64).default(1).describe('Completions per prompt; episodes must be a multiple of it'),
       temperature: z.number().min(0).max(2).default(1).describe('Sampling temperature; 0 is greedy'),
-      seed: z.number().int().min(0).default(0).describe('Seed for prompt choice and sampling'),
+      seed: z
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .describe('Seed for prompt choice and sampling (default: the batch number, so each batch differs)'),
     })
     .strict(),
   outputSchema: jobViewSchema.extend({ out: z.string().describe('Where the episodes will be written') }),

@@ -4,7 +4,7 @@
 
 Writes DIR/data/train.jsonl (agent-visible) and DIR/eval/{public,private}.jsonl
 (hidden), DIR defaulting to this task's folder. Items look like GSM8K:
-{"question": "...", "answer": "23 + 18 = 41\\n#### 41"}. The output is a pure
+{"question": "...", "answer": "14 + 7 = 21\\n#### 21"}. The output is a pure
 function of SEED, so running it again gives byte-identical files. No question
 appears twice anywhere, so train and eval share none.
 """
@@ -16,7 +16,9 @@ import random
 
 SEED = 20240617
 N_TRAIN, N_PUBLIC, N_PRIVATE = 4000, 200, 200
-LOW, HIGH = 2, 49  # operand range, inclusive
+# Operand ranges, inclusive. A one- or two-digit number and a digit keep the arithmetic
+# (carries and borrows included) learnable by the tiny model within a couple of minutes.
+FIRST, SECOND = (2, 19), (2, 9)
 
 NAMES = ["Ann", "Ben", "Cara", "Dan", "Eva", "Finn", "Gia", "Hugo", "Ivy", "Jack", "Kim", "Leo", "Mia", "Noah", "Omar", "Pia"]
 OBJECTS = ["apples", "books", "coins", "pens", "cards", "shells", "stickers", "marbles", "eggs", "stamps", "cookies", "toys"]
@@ -37,10 +39,10 @@ SUB = [
 
 
 def make_item(rng):
-    a, b = rng.randint(LOW, HIGH), rng.randint(LOW, HIGH)
+    a, b = rng.randint(*FIRST), rng.randint(*SECOND)
     subtract = rng.random() < 0.5
     if subtract:
-        a, b = max(a, b), min(a, b)
+        a, b = max(a, b), min(a, b)  # results stay non-negative
     template = rng.choice(SUB if subtract else ADD)
     question = template.format(name=rng.choice(NAMES), obj=rng.choice(OBJECTS), place=rng.choice(PLACES), a=a, b=b)
     result = a - b if subtract else a + b

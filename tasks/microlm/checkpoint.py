@@ -69,9 +69,11 @@ def load(directory):
     try:
         state = torch.load(weights_path, map_location="cpu", weights_only=True)
     except Exception as e:  # any unpickling failure means an unusable file
+        # torch's message suggests weights_only=False, which the grader never does: keep only the cause.
+        detail = str(e).split("WeightsUnpickler error:")[-1].strip()
         raise CheckpointError(
-            f"{WEIGHTS_FILE} could not be read as plain tensors ({type(e).__name__}: {e}); "
-            f"save model.state_dict() with microlm.checkpoint.save"
+            f"{WEIGHTS_FILE} could not be read as plain tensors ({detail}); "
+            f"save the model with microlm.checkpoint.save (a state_dict of tensors only)"
         ) from None
     model.load_state_dict(_check_state(state, expected))
     model.eval()

@@ -9,6 +9,6 @@ def format_prompt(question):
 def format_completion(answer):
     """The text the model should write after the prompt (generation then stops at EOS).
 
-    It is the item's answer field as is, e.g. "23 + 18 = 41\\n#### 41".
+    It is the item's answer field as is, e.g. "14 + 7 = 21\\n#### 21".
     """
     return answer

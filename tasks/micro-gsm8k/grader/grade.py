@@ -1,0 +1,72 @@
+"""Grade a micro-gsm8k checkpoint on the hidden evaluation set.
+
+    PYTHONPATH=<dir holding microlm and micro_gsm8k> python3 grade.py \\
+        --checkpoint DIR --eval-dir DIR --out FILE.json
+
+Reads EVAL_DIR/public.jsonl and EVAL_DIR/private.jsonl, completes every question
+greedily and scores the integer after the last "####" against the reference.
+Writes {"grader_version", "public": {"score", "correct", "total"}, "private": {...}}
+with score = 100 * correct / total. Deterministic: fixed decoding settings,
+batch size and thread count. A checkpoint that fails validation exits with
+status 2 and the reason on stderr, writing no score.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+# One thread in every pool (torch's and OpenBLAS's, which is sized when torch loads):
+# results then do not depend on the machine's core count, bit for bit.
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+import torch  # noqa: E402  (after the thread settings above)
+
+from microlm import CheckpointError, checkpoint, generate  # noqa: E402
+from micro_gsm8k import format_prompt, reward  # noqa: E402
+
+GRADER_VERSION = "micro-gsm8k-grader-1"
+SPLITS = ("public", "private")
+MAX_NEW_TOKENS = 32  # the reference answers are under 20 characters
+BATCH_SIZE = 100
+
+
+def load_split(eval_dir, split):
+    with open(os.path.join(eval_dir, f"{split}.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="checkpoint directory (config.json + model.pt)")
+    parser.add_argument("--eval-dir", required=True, help="directory with public.jsonl and private.jsonl")
+    parser.add_argument("--out", required=True, help="where to write the scores (JSON)")
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    try:
+        model = checkpoint.load(args.checkpoint)
+    except CheckpointError as e:
+        print(f"invalid checkpoint: {e}", file=sys.stderr)
+        sys.exit(2)
+
+    result = {"grader_version": GRADER_VERSION}
+    for split in SPLITS:
+        items = load_split(args.eval_dir, split)
+        start = time.time()
+        completions = generate(
+            model, [format_prompt(it["question"]) for it in items], MAX_NEW_TOKENS, batch_size=BATCH_SIZE
+        )
+        correct = int(sum(reward(c, it["answer"]) for c, it in zip(completions, items)))
+        result[split] = {"score": round(100.0 * correct / len(items), 2), "correct": correct, "total": len(items)}
+        print(f"{split}: {correct}/{len(items)} correct in {time.time() - start:.1f}s", file=sys.stderr, flush=True)
+
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

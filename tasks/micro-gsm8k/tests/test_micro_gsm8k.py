@@ -1,0 +1,156 @@
+"""Checks of microlm and micro-gsm8k that run in seconds on a CPU.
+
+    /usr/bin/python3 tasks/micro-gsm8k/tests/test_micro_gsm8k.py
+
+Builds its own library folder (symlinks microlm and micro_gsm8k, as the sandbox
+mounts them), so no PYTHONPATH is needed.
+"""
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TASK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIB = tempfile.mkdtemp(prefix="a2rl-lib-")
+atexit.register(shutil.rmtree, LIB)
+os.symlink(os.path.join(os.path.dirname(TASK), "microlm"), os.path.join(LIB, "microlm"))
+os.symlink(os.path.join(TASK, "env"), os.path.join(LIB, "micro_gsm8k"))
+sys.path.insert(0, LIB)
+
+import torch  # noqa: E402
+
+from microlm import CheckpointError, GPT, GPTConfig, checkpoint, data, generate, tokenizer  # noqa: E402
+from micro_gsm8k import extract_answer, format_prompt, reward  # noqa: E402
+
+BASE = os.path.join(TASK, "model")
+torch.set_num_threads(1)
+
+
+def run(args):
+    env = dict(os.environ, PYTHONPATH=LIB)
+    return subprocess.run([sys.executable] + args, cwd=TASK, env=env, capture_output=True, text=True)
+
+
+class Library(unittest.TestCase):
+    def test_tokenizer_round_trip(self):
+        text = "Q: 3 + 4?\nA: 7 ~"
+        self.assertEqual(tokenizer.decode(tokenizer.encode(text)), text)
+        self.assertRaises(ValueError, tokenizer.encode, "caf\u00e9")
+        self.assertEqual(tokenizer.encode("\t", unknown="replace"), [tokenizer.UNK])
+
+    def test_batch_targets_cover_completion_and_eos_only(self):
+        x, y = data.make_batch([("ab", "cd"), ("abcde", "f")], context_len=32)
+        kept = [[t for t in row if t != -100] for row in y.tolist()]
+        self.assertEqual(kept[0], tokenizer.encode("cd") + [tokenizer.EOS])
+        self.assertEqual(kept[1], tokenizer.encode("f") + [tokenizer.EOS])
+        self.assertEqual(x[0, 0].item(), tokenizer.BOS)
+
+    def test_batched_cached_generation_matches_one_by_one(self):
+        model = checkpoint.load(BASE)
+        prompts = [format_prompt(q) for q in ("Ann has 3 pens. Ann buys 4 more. How many pens does Ann have now?", "x", "")]
+        batched = generate(model, prompts, 24, batch_size=3)
+        self.assertEqual(batched, [generate(model, [p], 24)[0] for p in prompts])
+        ids = [tokenizer.BOS] + tokenizer.encode(prompts[0])
+        with torch.no_grad():  # greedy without the KV cache, token by token
+            for _ in range(24):
+                nxt = int(model(torch.tensor([ids]))[0][0, -1].argmax())
+                if nxt == tokenizer.EOS:
+                    break
+                ids.append(nxt)
+        self.assertEqual(batched[0], tokenizer.decode(ids[1 + len(tokenizer.encode(prompts[0])) :]))
+
+    def test_seeded_sampling_is_reproducible(self):
+        model = checkpoint.load(BASE)
+        prompts = [format_prompt("Ivy had 9 eggs and lost 2 of them. How many eggs does Ivy have now?")] * 8
+        first = generate(model, prompts, 24, temperature=1.0, seed=7)
+        self.assertEqual(first, generate(model, prompts, 24, temperature=1.0, seed=7))
+        self.assertGreater(len(set(first)), 1)
+
+    def test_checkpoint_round_trip_and_rejections(self):
+        model = GPT(GPTConfig(n_layer=1, d_model=32, n_head=2, context_len=64))
+        with tempfile.TemporaryDirectory() as d:
+            checkpoint.save(model, d)
+            loaded = checkpoint.load(d)
+            for k, v in model.state_dict().items():
+                self.assertTrue(torch.equal(v, loaded.state_dict()[k]))
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump(dict(model.config.to_dict(), n_layer=9), f)
+            self.assertRaisesRegex(CheckpointError, "n_layer", checkpoint.load, d)
+
+    def test_pickled_code_is_never_run(self):
+        class Evil:
+            def __reduce__(self):
+                return (os.system, ("touch " + marker,))
+
+        with tempfile.TemporaryDirectory() as d:
+            marker = os.path.join(d, "pwned")
+            checkpoint.save(GPT(GPTConfig(n_layer=1, d_model=32, n_head=2)), d)
+            torch.save({"x": Evil()}, os.path.join(d, "model.pt"))
+            self.assertRaisesRegex(CheckpointError, "plain tensors", checkpoint.load, d)
+            self.assertFalse(os.path.exists(marker))
+
+
+class Task(unittest.TestCase):
+    def test_reward(self):
+        self.assertEqual(extract_answer("3 + 4 = 7\n#### 7"), 7)
+        self.assertEqual(extract_answer("#### 1 then #### -2"), -2)
+        self.assertIsNone(extract_answer("7"))
+        self.assertEqual(reward("x\n#### 12", "5 + 7 = 12\n#### 12"), 1.0)
+        self.assertEqual(reward("#### 13", "5 + 7 = 12\n#### 12"), 0.0)
+
+    def test_generate_is_reproducible_and_disjoint(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(run(["generate.py", "--out-dir", d]).returncode, 0)
+            for rel in ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl"):
+                with open(os.path.join(d, rel), "rb") as a, open(os.path.join(TASK, rel), "rb") as b:
+                    self.assertEqual(a.read(), b.read(), rel)
+        questions = {}
+        for rel in ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl"):
+            with open(os.path.join(TASK, rel)) as f:
+                questions[rel] = {json.loads(line)["question"] for line in f}
+        self.assertFalse(questions["data/train.jsonl"] & (questions["eval/public.jsonl"] | questions["eval/private.jsonl"]))
+
+    def test_grader_scores_base_model_deterministically(self):
+        with tempfile.TemporaryDirectory() as d:
+            scores = []
+            for name in ("a.json", "b.json"):
+                out = os.path.join(d, name)
+                proc = run(["grader/grade.py", "--checkpoint", BASE, "--eval-dir", "eval", "--out", out])
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                with open(out) as f:
+                    scores.append(json.load(f))
+            self.assertEqual(scores[0], scores[1])
+            self.assertTrue(2 <= scores[0]["public"]["score"] <= 30, scores[0])
+            self.assertEqual(scores[0]["private"]["total"], 200)
+
+    def test_grader_rejects_bad_checkpoint(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "score.json")
+            proc = run(["grader/grade.py", "--checkpoint", d, "--eval-dir", "eval", "--out", out])
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("invalid checkpoint", proc.stderr)
+            self.assertFalse(os.path.exists(out))
+
+    def test_rollouts(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "r.jsonl")
+            args = ["-m", "micro_gsm8k.rollouts", "--checkpoint", BASE, "--data", "data/train.jsonl",
+                    "--n", "16", "--group-size", "4", "--seed", "3", "--out", out]
+            proc = run(args)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            summary = json.loads(proc.stdout.strip())
+            self.assertEqual(summary["episodes"], 16)
+            with open(out) as f:
+                rows = [json.loads(line) for line in f]
+            self.assertEqual(len({r["prompt_index"] for r in rows}), 4)
+            self.assertAlmostEqual(summary["mean_reward"], sum(r["reward"] for r in rows) / 16, places=4)
+            self.assertEqual(run(args[:6] + ["--n", "15", "--group-size", "4", "--out", out]).returncode, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
