@@ -75,7 +75,7 @@ async function gradingThroughput(home: string) {
     id: 'bench',
     task_id: task.id,
     label: null,
-    token_hash: null,
+    owner: 'test',
     budget: '{}',
     dir: join(home, 'bench-run'),
     sandbox: 'bwrap',

@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { JobCgroup } from './cgroup.js';
 import { processTree, signalAll } from './process-tree.js';
@@ -58,18 +59,23 @@ class BubblewrapInstance implements SandboxInstance {
 
   exec(options: ExecOptions): SandboxProcess {
     const cgroup = JobCgroup.create(this.group, options.tag);
-    cgroup?.setLimits(options.limits);
+    try {
+      cgroup?.setLimits(options.limits);
+    } catch (error) {
+      cgroup?.remove();
+      throw error;
+    }
     // The shell joins the job's cgroups before it becomes bwrap, so nothing escapes accounting.
     const child = spawn(
       '/bin/sh',
-      ['-c', 'for f in $A2RL_CGROUP_PROCS; do echo $$ > "$f"; done; exec "$@"', 'sh', this.bwrapPath, ...this.args(options)],
+      ['-c', 'for f in $A2RL_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; exec "$@"', 'sh', this.bwrapPath, ...this.args(options)],
       {
         stdio: ['ignore', options.outputFd, options.outputFd],
         env: { PATH: process.env.PATH ?? '/usr/bin:/bin', A2RL_CGROUP_PROCS: cgroup?.procsFiles.join(' ') ?? '' },
         detached: true,
       },
     );
-    const job = new BubblewrapProcess(child, cgroup, options.limits.cpus);
+    const job = new BubblewrapProcess(child, cgroup);
     this.running.add(job);
     void job.exited.then(() => this.running.delete(job));
     return job;
@@ -125,7 +131,8 @@ class BubblewrapInstance implements SandboxInstance {
     }
     const mounts = [...spec.mounts].sort((a, b) => a.target.split('/').length - b.target.split('/').length);
     for (const mount of mounts) args.push(mount.readOnly ? '--ro-bind' : '--bind', mount.source, mount.target);
-    args.push('--chdir', spec.workdir, '--', ...options.command);
+    // The root is bwrap's own tmpfs: made read-only, only the writable mounts and /tmp take writes.
+    args.push('--remount-ro', '/', '--chdir', spec.workdir, '--', ...options.command);
     return args;
   }
 }
@@ -138,19 +145,17 @@ class BubblewrapProcess implements SandboxProcess {
   constructor(
     private readonly child: ReturnType<typeof spawn>,
     private readonly cgroup: JobCgroup | undefined,
-    private readonly cpus: number,
   ) {
     this.exited = new Promise((resolve) => {
-      const finish = (exitCode: number | null, signal: string | null) => {
-        // Whatever the job left behind dies with it.
-        if (this.cgroup) signalAll(this.cgroup.pids(), 'SIGKILL');
+      const finish = async (exitCode: number | null, signal: string | null) => {
         const oomKilled = (this.cgroup?.oomKills() ?? 0) > 0;
         this.finalUsage = this.usage();
-        this.cgroup?.remove();
+        // Whatever the job left behind dies with it; the cgroup goes once it is empty.
+        await this.cgroup?.killAndRemove();
         resolve({ exitCode, signal, oomKilled });
       };
-      child.once('exit', finish);
-      child.once('error', () => finish(null, null));
+      child.once('exit', (code, signal) => void finish(code, signal));
+      child.once('error', () => void finish(null, null));
     });
   }
 
@@ -163,8 +168,8 @@ class BubblewrapProcess implements SandboxProcess {
     if (this.cgroup) {
       return { cpuSeconds: this.cgroup.cpuSeconds(), peakMemoryBytes: this.cgroup.peakMemoryBytes(), measured: true };
     }
-    // No per-job accounting on this host: charge the CPUs the job was given for as long as it ran.
-    return { cpuSeconds: ((Date.now() - this.startedAt) / 1000) * this.cpus, peakMemoryBytes: 0, measured: false };
+    // No per-job accounting or CPU limit on this host: the job may have used every core, so charge them all.
+    return { cpuSeconds: ((Date.now() - this.startedAt) / 1000) * availableParallelism(), peakMemoryBytes: 0, measured: false };
   }
 
   async stop(graceMs: number): Promise<ExitStatus> {

@@ -116,6 +116,20 @@ export class JobCgroup {
     }
   }
 
+  /** Kills every process left in the cgroup, waits (up to 2 s) for them to go, then removes it. */
+  async killAndRemove(): Promise<void> {
+    for (let tries = 0; tries < 40 && this.pids().length > 0; tries++) {
+      signalAll(this.pids(), 'SIGKILL');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    this.remove();
+  }
+
+  /** Removes a server's (empty) group folder when it shuts down. */
+  static removeGroup(group: string): void {
+    for (const base of new Set(writableHierarchies()?.values() ?? [])) tryRmdir(join(base, 'a2rl', group));
+  }
+
   private read(controller: Controller, file: string): string | undefined {
     try {
       return readFileSync(join(this.dirs.get(controller)!, file), 'utf8');
@@ -138,17 +152,34 @@ export function sweepCgroups(ownerAlive: (group: string) => boolean): void {
   if (!bases) return;
   for (const base of new Set(bases.values())) {
     const root = join(base, 'a2rl');
-    if (!existsSync(root)) continue;
-    for (const group of readdirSync(root)) {
+    for (const group of listDirs(root)) {
       if (ownerAlive(group)) continue;
-      const groupDir = join(root, group);
-      for (const tag of readdirSync(groupDir, { withFileTypes: true }).filter((entry) => entry.isDirectory())) {
-        const tagDir = join(groupDir, tag.name);
-        signalAll(readFileSync(join(tagDir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number), 'SIGKILL');
-        tryRmdir(tagDir);
+      for (const tag of listDirs(join(root, group))) {
+        try {
+          signalAll(
+            readFileSync(join(root, group, tag, 'cgroup.procs'), 'utf8')
+              .split('\n')
+              .filter(Boolean)
+              .map(Number),
+            'SIGKILL',
+          );
+        } catch {
+          // Gone meanwhile.
+        }
+        tryRmdir(join(root, group, tag));
       }
-      tryRmdir(groupDir);
+      tryRmdir(join(root, group));
     }
+  }
+}
+
+function listDirs(dir: string): string[] {
+  try {
+    return readdirSync(dir, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name);
+  } catch {
+    return [];
   }
 }
 

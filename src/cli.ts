@@ -47,7 +47,7 @@ program
   .action(async (options: { task: string; budget?: string; label?: string }) => {
     const log = createLogger();
     const engine = await Engine.open({ home: home(), logger: log.logger });
-    const { run } = await engine.createRun({ taskId: options.task, budget: options.budget, label: options.label });
+    const run = await engine.createRun({ taskId: options.task, budget: options.budget, label: options.label });
     log.addFile(join(run.dir, 'server.log'));
     log.logger.info({ run: run.id, dir: run.dir }, 'run ready');
     await serveStdio(engine, run);

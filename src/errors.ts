@@ -22,13 +22,10 @@ export class A2rlError extends Error {
   constructor(
     readonly code: ErrorCode,
     message: string,
-    options: { cause?: unknown; details?: Record<string, unknown> } = {},
+    options: { cause?: unknown } = {},
   ) {
     super(message, { cause: options.cause });
-    this.details = options.details ?? {};
   }
-
-  readonly details: Record<string, unknown>;
 }
 
 export function isA2rlError(error: unknown, code?: ErrorCode): error is A2rlError {

@@ -4,6 +4,7 @@ import pLimit from 'p-limit';
 import { z } from 'zod';
 import type { SandboxBackend } from '../sandbox/sandbox.js';
 import { A2rlError } from './errors.js';
+import { readTail } from './safe-fs.js';
 import type { JobManager } from './jobs.js';
 import type { Logger } from './logger.js';
 import type { RecordEvent } from './recorder.js';
@@ -26,6 +27,8 @@ export interface GradeRequest {
   runId: string;
   runDir: string;
   record: RecordEvent;
+  /** Called when this grading leaves the queue and starts. */
+  onStart?: () => void;
 }
 
 /**
@@ -47,10 +50,6 @@ export class Grader {
     concurrency: number,
   ) {
     this.limit = pLimit(concurrency);
-  }
-
-  get pending(): number {
-    return this.inFlight.size;
   }
 
   /** Resolves when every grading started so far has finished. */
@@ -78,6 +77,7 @@ export class Grader {
     const { task } = request;
     const cached = this.cached(task, request.contentHash);
     if (cached) return cached;
+    request.onStart?.();
     const outDir = join(this.scratchDir, `${request.contentHash.slice(0, 16)}-${Date.now()}`);
     mkdirSync(outDir, { recursive: true });
     const started = Date.now();
@@ -157,9 +157,5 @@ function parseJson(text: string): unknown {
 }
 
 function lastLines(path: string, count: number): string {
-  try {
-    return readFileSync(path, 'utf8').trim().split('\n').slice(-count).join(' | ');
-  } catch {
-    return '(no grader output)';
-  }
+  return readTail(path, 4096).text.trim().split('\n').slice(-count).join(' | ') || '(no grader output)';
 }

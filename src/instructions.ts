@@ -56,7 +56,7 @@ starts; when the wall clock runs out, the run ends. Grading is not charged. Chec
 
 ## Tools and how to work
 
-- \`exec\` runs a short shell command (up to 55 s) and returns its output: inspect data, test a script on a few steps.
+- \`exec\` runs a short shell command (up to 45 s) and returns its output: inspect data, test a script on a few steps.
 - \`run_training\` starts a long job and returns its id at once; follow it with \`job_status\` (pass \`wait_seconds\`
   to wait for it), read its output with \`job_logs\`, stop it with \`cancel_job\`.
 - \`launch_rollouts\` samples completions from a checkpoint on training prompts and scores them with the task's reward;

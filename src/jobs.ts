@@ -1,5 +1,6 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import type { ExitStatus, ResourceLimits, SandboxInstance, SandboxProcess } from '../sandbox/sandbox.js';
+import { A2rlError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { RecordEvent } from './recorder.js';
 import type { JobKind, JobRow, JobState, Store } from './store.js';
@@ -70,6 +71,15 @@ export class JobManager {
     let process: SandboxProcess;
     try {
       process = request.sandbox.exec({ command: request.argv, limits: request.limits, env: request.env, outputFd: fd, tag: `job-${id}` });
+    } catch (error) {
+      this.store.finishJob(id, { ...noUsage, state: 'failed', reason: `could not start: ${String(error)}`, ended_at: Date.now() });
+      throw new A2rlError(
+        'SANDBOX_UNAVAILABLE',
+        `The job could not start in the sandbox (${String(error)}); nothing ran and nothing was charged.`,
+        {
+          cause: error,
+        },
+      );
     } finally {
       closeSync(fd);
     }
@@ -87,18 +97,10 @@ export class JobManager {
     return this.store.getJob(id)!;
   }
 
-  isRunning(id: number): boolean {
-    return this.live.has(id);
-  }
-
   /** Writes the latest CPU (and GPU) seconds of every running job into the store. */
   sample(): void {
     const now = Date.now();
-    for (const [id, job] of this.live) {
-      const usage = job.process.usage();
-      const gpuSeconds = ((now - job.startedAt) / 1000) * job.request.limits.gpus.length;
-      this.store.updateJobUsage(id, usage.cpuSeconds, gpuSeconds);
-    }
+    for (const [id, job] of this.live) this.store.updateJobUsage(id, job.process.usage().cpuSeconds, gpuSeconds(job, now));
   }
 
   /** Stops a running job and resolves with its final row; a finished job is returned as is. */
@@ -149,7 +151,7 @@ export class JobManager {
       exit_code: status.exitCode,
       signal: status.signal,
       cpu_s: usage.cpuSeconds,
-      gpu_s: ((endedAt - job.startedAt) / 1000) * job.request.limits.gpus.length,
+      gpu_s: gpuSeconds(job, endedAt),
       episodes_done: collected.episodesDone ?? null,
       result: collected.result === undefined ? null : JSON.stringify(collected.result),
       ended_at: endedAt,
@@ -169,6 +171,13 @@ export class JobManager {
     this.logger.info({ job: id, state, exit: status.exitCode }, 'job finished');
     return row;
   }
+}
+
+const noUsage = { exit_code: null, signal: null, cpu_s: 0, gpu_s: 0, episodes_done: null, result: null };
+
+/** GPUs are held whole for the job's life: GPU-seconds are wall seconds times GPUs. */
+function gpuSeconds(job: LiveJob, now: number): number {
+  return ((now - job.startedAt) / 1000) * job.request.limits.gpus.length;
 }
 
 function classify(status: ExitStatus, limits: ResourceLimits): { state: JobState; reason: string | null } {

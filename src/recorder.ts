@@ -73,6 +73,20 @@ export class RecordingTransport implements Transport {
   }
 
   private observeIncoming(message: JSONRPCMessage): void {
+    if ('method' in message && message.method === 'notifications/cancelled') {
+      // A cancelled call gets no response: record it now.
+      const { requestId, reason } = (message.params ?? {}) as { requestId?: string | number; reason?: string };
+      const call = requestId === undefined ? undefined : this.pending.get(requestId);
+      if (call) {
+        this.pending.delete(requestId!);
+        this.record('tool', call.tool, {
+          arguments: call.arguments,
+          error: `cancelled by the client${reason ? `: ${reason}` : ''}`,
+          duration_ms: Date.now() - call.startedAt,
+        });
+      }
+      return;
+    }
     if (!('method' in message) || !('id' in message)) return;
     if (message.method === 'tools/call') {
       const params = (message.params ?? {}) as { name?: string; arguments?: unknown };

@@ -1,4 +1,5 @@
 import type { Store } from './store.js';
+import { bestSubmission, gradedSubmissions } from './submissions.js';
 import { getTask } from './tasks.js';
 
 export interface ScorePair {
@@ -29,15 +30,9 @@ export function summarizeRun(store: Store, runId: string): RunSummary {
   const run = store.getRun(runId);
   if (!run) throw new Error(`no run ${runId} in ${store.path}`);
   const task = getTask(run.task_id);
-  const gradeOf = (hash: string) => store.getGrade(task.id, task.graderVersion, hash);
-  const baselineGrade = gradeOf(task.baseModelHash);
-  const graded = store
-    .listSubmissions(runId)
-    .filter((s) => s.state === 'graded')
-    .map((s) => ({ submission_id: `sub-${s.id}`, grade: gradeOf(s.content_hash)! }))
-    .filter((s) => s.grade !== undefined)
-    .map((s) => ({ submission_id: s.submission_id, public: s.grade.public_score, private: s.grade.private_score }));
-  const best = graded.reduce<(typeof graded)[number] | null>((top, s) => (top === null || s.public > top.public ? s : top), null);
+  const baselineGrade = store.getGrade(task.id, task.graderVersion, task.baseModelHash);
+  const graded = gradedSubmissions(store, task, runId);
+  const best = bestSubmission(graded);
   const baseline = baselineGrade ? { public: baselineGrade.public_score, private: baselineGrade.private_score } : null;
   const submissions = store.listSubmissions(runId);
   const round = (x: number) => Math.round(x * 100) / 100;

@@ -1,9 +1,10 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { A2rlError } from './errors.js';
 import type { Run } from './run.js';
 import type { JobRow } from './store.js';
-import { sandboxWorkspace } from './workspace.js';
+import { readAt, openForRead } from './safe-fs.js';
+import { sandboxWorkspace, type Workspace } from './workspace.js';
 
 export interface RolloutRequest {
   checkpoint: string;
@@ -47,7 +48,6 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
   }
   const batch = run.engine.store.listJobs(run.id, ['rollouts']).length + 1;
   const out = `rollouts/batch-${String(batch).padStart(3, '0')}.jsonl`;
-  const hostOut = run.workspace.resolve(out, 'write').hostPath;
   const options: Record<string, string | number> = {
     checkpoint: `${sandboxWorkspace}/${checkpoint.path}`,
     data: `${sandboxWorkspace}/${run.task.rolloutData}`,
@@ -75,7 +75,7 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
     logDir: join(run.dir, 'logs'),
     record: run.record,
     collect: () => {
-      const summary = summarise(hostOut, out);
+      const summary = summarise(run.workspace, out, request.episodes);
       run.record('rollouts', 'batch', { ...summary, checkpoint: checkpoint.path });
       return { episodesDone: summary.episodes, result: summary };
     },
@@ -83,12 +83,31 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
   return { job, out };
 }
 
-function summarise(hostPath: string, shownPath: string): RolloutSummary {
-  if (!existsSync(hostPath)) return { episodes: 0, mean_reward: null, out: shownPath };
+/** Most bytes of a rollout file the server reads back: the agent can write to it too. */
+const maxSummaryBytes = 64 * 2 ** 20;
+
+/**
+ * Counts the episodes of a finished batch and their mean reward. The file lies in the
+ * agent's workspace, so it is opened safely, read to a bound, and never counted past what
+ * the job was asked for.
+ */
+function summarise(workspace: Workspace, path: string, requested: number): RolloutSummary {
+  let text = '';
+  try {
+    const target = workspace.resolve(path, 'read');
+    const fd = openForRead(target.hostPath, target.base, path);
+    try {
+      text = readAt(fd, 0, maxSummaryBytes).toString('utf8');
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return { episodes: 0, mean_reward: null, out: path };
+  }
   let episodes = 0;
   let total = 0;
-  for (const line of readFileSync(hostPath, 'utf8').split('\n')) {
-    if (!line.trim()) continue;
+  for (const line of text.split('\n')) {
+    if (!line.trim() || episodes >= requested) continue;
     try {
       const reward = Number((JSON.parse(line) as { reward?: unknown }).reward);
       episodes += 1;
@@ -97,5 +116,5 @@ function summarise(hostPath: string, shownPath: string): RolloutSummary {
       // A line cut short by a stopped job is not an episode.
     }
   }
-  return { episodes, mean_reward: episodes ? Math.round((total / episodes) * 1e4) / 1e4 : null, out: shownPath };
+  return { episodes, mean_reward: episodes ? Math.round((total / episodes) * 1e4) / 1e4 : null, out: path };
 }

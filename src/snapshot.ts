@@ -2,7 +2,6 @@ import { randomBytes, createHash } from 'node:crypto';
 import {
   chmodSync,
   closeSync,
-  constants,
   existsSync,
   lstatSync,
   mkdirSync,
@@ -16,6 +15,7 @@ import {
 import { dirname, join } from 'node:path';
 import { A2rlError } from './errors.js';
 import { treeHash } from './hashing.js';
+import { openForRead } from './safe-fs.js';
 
 export interface SnapshotLimits {
   maxFiles: number;
@@ -28,6 +28,8 @@ export interface Snapshot {
   dir: string;
   files: number;
   bytes: number;
+  /** False when identical content was already stored (by any run). */
+  created: boolean;
 }
 
 interface PlannedFile {
@@ -87,9 +89,9 @@ function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): Pla
  * Copies the first `size` bytes of a file without following links, hashing exactly what
  * it copies: a file that grows meanwhile cannot push the snapshot past its limits.
  */
-function copyHashed(source: string, target: string, size: number): string {
+function copyHashed(source: string, sourceDir: string, shown: string, target: string, size: number): string {
   const hash = createHash('sha256');
-  const input = openSync(source, constants.O_RDONLY | constants.O_NOFOLLOW);
+  const input = openForRead(source, sourceDir, shown);
   const output = openSync(target, 'wx', 0o444);
   try {
     const buffer = Buffer.allocUnsafe(1 << 20);
@@ -119,17 +121,17 @@ export function snapshotDirectory(sourceDir: string, shownPath: string, storeDir
     const hashed = files.map((file) => {
       const target = join(staging, file.path);
       mkdirSync(dirname(target), { recursive: true });
-      return { path: file.path, sha256: copyHashed(file.source, target, file.size) };
+      return { path: file.path, sha256: copyHashed(file.source, sourceDir, `${shownPath}/${file.path}`, target, file.size) };
     });
     const contentHash = treeHash(hashed);
     const dir = join(storeDir, contentHash);
-    if (existsSync(dir)) rmSync(staging, { recursive: true, force: true });
-    else {
+    const created = !existsSync(dir);
+    if (created) {
       renameSync(staging, dir);
       lockDown(dir);
-    }
+    } else rmSync(staging, { recursive: true, force: true });
     const bytes = files.reduce((sum, f) => sum + f.size, 0);
-    return { contentHash, dir, files: files.length, bytes };
+    return { contentHash, dir, files: files.length, bytes, created };
   } catch (error) {
     rmSync(staging, { recursive: true, force: true });
     throw error;
@@ -141,4 +143,15 @@ function lockDown(dir: string): void {
     if (entry.isDirectory()) lockDown(join(dir, entry.name));
   }
   chmodSync(dir, 0o555);
+}
+
+/** Deletes a snapshot this call stored but nothing will use. */
+export function discardSnapshot(snapshot: Snapshot): void {
+  if (!snapshot.created) return;
+  const unlock = (dir: string) => {
+    chmodSync(dir, 0o755);
+    for (const entry of readdirSync(dir, { withFileTypes: true })) if (entry.isDirectory()) unlock(join(dir, entry.name));
+  };
+  unlock(snapshot.dir);
+  rmSync(snapshot.dir, { recursive: true, force: true });
 }

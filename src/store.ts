@@ -8,12 +8,12 @@ const migrations: string[] = [
      id TEXT PRIMARY KEY,
      task_id TEXT NOT NULL,
      label TEXT,
-     token_hash TEXT,
      budget TEXT NOT NULL,
      state TEXT NOT NULL CHECK (state IN ('active', 'ended')),
      end_reason TEXT,
      dir TEXT NOT NULL,
      sandbox TEXT NOT NULL,
+     owner TEXT NOT NULL,
      created_at INTEGER NOT NULL,
      ended_at INTEGER
    );
@@ -46,7 +46,6 @@ const migrations: string[] = [
      log_path TEXT NOT NULL,
      owner TEXT NOT NULL,
      created_at INTEGER NOT NULL,
-     started_at INTEGER,
      ended_at INTEGER
    );
    CREATE INDEX jobs_by_run ON jobs(run_id, id);
@@ -97,12 +96,13 @@ export interface RunRow {
   id: string;
   task_id: string;
   label: string | null;
-  token_hash: string | null;
   budget: string;
   state: RunState;
   end_reason: string | null;
   dir: string;
   sandbox: string;
+  /** The server process (pid and start time) that serves the run. */
+  owner: string;
   created_at: number;
   ended_at: number | null;
 }
@@ -125,8 +125,8 @@ export interface JobRow {
   result: string | null;
   log_path: string;
   owner: string;
+  /** When the job started (jobs start as they are created). */
   created_at: number;
-  started_at: number | null;
   ended_at: number | null;
 }
 
@@ -212,14 +212,18 @@ export class Store {
   insertRun(run: Omit<RunRow, 'state' | 'end_reason' | 'ended_at'>): void {
     this.db
       .prepare(
-        `INSERT INTO runs (id, task_id, label, token_hash, budget, state, dir, sandbox, created_at)
-         VALUES (@id, @task_id, @label, @token_hash, @budget, 'active', @dir, @sandbox, @created_at)`,
+        `INSERT INTO runs (id, task_id, label, budget, state, dir, sandbox, owner, created_at)
+         VALUES (@id, @task_id, @label, @budget, 'active', @dir, @sandbox, @owner, @created_at)`,
       )
       .run(run);
   }
 
   getRun(id: string): RunRow | undefined {
     return this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
+  }
+
+  listActiveRuns(): RunRow[] {
+    return this.db.prepare(`SELECT * FROM runs WHERE state = 'active' ORDER BY created_at`).all() as RunRow[];
   }
 
   endRun(id: string, reason: string, at: number): boolean {
@@ -260,8 +264,8 @@ export class Store {
         const id = Number(
           this.db
             .prepare(
-              `INSERT INTO jobs (run_id, kind, command, state, resources, charged, episodes_requested, log_path, owner, created_at, started_at)
-             VALUES (@run_id, @kind, @command, 'running', @resources, @charged, @episodes_requested, '', @owner, @created_at, @created_at)`,
+              `INSERT INTO jobs (run_id, kind, command, state, resources, charged, episodes_requested, log_path, owner, created_at)
+             VALUES (@run_id, @kind, @command, 'running', @resources, @charged, @episodes_requested, '', @owner, @created_at)`,
             )
             .run(job).lastInsertRowid,
         );

@@ -1,9 +1,12 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Engine } from './engine.js';
 import { A2rlError, isA2rlError } from './errors.js';
+import type { RecordEvent } from './recorder.js';
 import type { Run } from './run.js';
-import { snapshotDirectory } from './snapshot.js';
-import type { GradeRow, SubmissionRow } from './store.js';
+import { discardSnapshot, snapshotDirectory } from './snapshot.js';
+import type { Store, SubmissionRow } from './store.js';
+import type { Task } from './tasks.js';
 
 export interface SubmissionView {
   submission_id: string;
@@ -42,12 +45,40 @@ export function viewSubmission(run: Run, row: SubmissionRow): SubmissionView {
   };
 }
 
+export interface GradedSubmission {
+  submission_id: string;
+  public: number;
+  private: number;
+}
+
+/** A run's graded submissions in order, with both scores. */
+export function gradedSubmissions(store: Store, task: Task, runId: string): GradedSubmission[] {
+  return store.listSubmissions(runId).flatMap((s) => {
+    const grade = s.state === 'graded' ? store.getGrade(task.id, task.graderVersion, s.content_hash) : undefined;
+    return grade ? [{ submission_id: submissionId(s.id), public: grade.public_score, private: grade.private_score }] : [];
+  });
+}
+
+/** The submission with the best public score (the first of equals). */
+export function bestSubmission(graded: GradedSubmission[]): GradedSubmission | null {
+  return graded.reduce<GradedSubmission | null>((top, s) => (top === null || s.public > top.public ? s : top), null);
+}
+
 /**
  * Snapshots a checkpoint folder and queues it for grading. Identical content submitted
- * again returns the earlier submission (not graded twice, not counted twice).
+ * again returns the earlier submission (not graded twice, not counted twice). A refused
+ * submission leaves nothing behind.
  */
 export function submitArtifact(run: Run, path: string, note: string | undefined): { submission: SubmissionRow; duplicate: boolean } {
   run.assertCanStart('submission');
+  const { engine, task } = run;
+  const capReached = () =>
+    new A2rlError(
+      'BUDGET_EXHAUSTED',
+      `All ${run.limits.submissions} submissions of this run are used. Your best score stands; read it with get_score.`,
+    );
+  // Checked before copying anything, and again atomically when the submission is inserted.
+  if (run.budget().submissions.left <= 0) throw capReached();
   const target = run.workspace.resolve(path, 'read');
   if (!existsSync(target.hostPath)) {
     throw new A2rlError('NOT_FOUND', `${target.path} does not exist. Save your checkpoint (e.g. to output/final) and submit that folder.`);
@@ -55,12 +86,12 @@ export function submitArtifact(run: Run, path: string, note: string | undefined)
   if (!statSync(target.hostPath).isDirectory()) {
     throw new A2rlError(
       'INVALID_INPUT',
-      `${target.path} is a file; submit the checkpoint folder that holds ${run.task.submission.requiredFiles.join(' and ')}.`,
+      `${target.path} is a file; submit the checkpoint folder that holds ${task.submission.requiredFiles.join(' and ')}.`,
     );
   }
-  const { engine, task } = run;
   const snapshot = snapshotDirectory(target.hostPath, target.path, join(engine.home, 'submissions'), task.submission);
   if (snapshot.contentHash === task.baseModelHash) {
+    discardSnapshot(snapshot);
     const baseline = engine.grader.cached(task, task.baseModelHash);
     throw new A2rlError(
       'INVALID_INPUT',
@@ -77,28 +108,44 @@ export function submitArtifact(run: Run, path: string, note: string | undefined)
     created_at: Date.now(),
   });
   if ('capReached' in outcome) {
-    throw new A2rlError(
-      'BUDGET_EXHAUSTED',
-      `All ${run.limits.submissions} submissions of this run are used. Your best score stands; read it with get_score.`,
-    );
+    discardSnapshot(snapshot);
+    throw capReached();
   }
   if ('existing' in outcome) {
     run.record('submission', 'duplicate', { submission_id: outcome.existing.id, path: target.path });
     return { submission: outcome.existing, duplicate: true };
   }
-  const submission = outcome.inserted;
   run.record('submission', 'queued', {
-    submission_id: submission.id,
+    submission_id: outcome.inserted.id,
     path: target.path,
     content_hash: snapshot.contentHash,
     bytes: snapshot.bytes,
   });
-  engine.store.setSubmissionState(submission.id, 'grading', null, null);
+  startGrading(engine, task, run, outcome.inserted);
+  return { submission: engine.store.getSubmission(outcome.inserted.id)!, duplicate: false };
+}
+
+/** Grades a stored submission snapshot and records the outcome; never throws. */
+export function startGrading(
+  engine: Engine,
+  task: Task,
+  run: { id: string; dir: string; record: RecordEvent },
+  submission: SubmissionRow,
+): void {
+  const { store } = engine;
   void engine.grader
-    .grade({ task, contentHash: snapshot.contentHash, checkpointDir: snapshot.dir, runId: run.id, runDir: run.dir, record: run.record })
+    .grade({
+      task,
+      contentHash: submission.content_hash,
+      checkpointDir: join(engine.home, 'submissions', submission.content_hash),
+      runId: run.id,
+      runDir: run.dir,
+      record: run.record,
+      onStart: () => store.setSubmissionState(submission.id, 'grading', null, null),
+    })
     .then(
-      (grade: GradeRow) => {
-        engine.store.setSubmissionState(submission.id, 'graded', null, Date.now());
+      (grade) => {
+        store.setSubmissionState(submission.id, 'graded', null, Date.now());
         run.record('submission', 'graded', {
           submission_id: submission.id,
           public_score: grade.public_score,
@@ -107,10 +154,9 @@ export function submitArtifact(run: Run, path: string, note: string | undefined)
       },
       (error: unknown) => {
         const reason = isA2rlError(error) ? error.message : `grading failed: ${String(error)}`;
-        engine.store.setSubmissionState(submission.id, 'failed', reason, Date.now());
+        store.setSubmissionState(submission.id, 'failed', reason, Date.now());
         run.record('submission', 'failed', { submission_id: submission.id, error: reason });
         engine.logger.warn({ run: run.id, submission: submission.id, err: error }, 'grading failed');
       },
     );
-  return { submission: engine.store.getSubmission(submission.id)!, duplicate: false };
 }

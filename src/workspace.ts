@@ -1,18 +1,7 @@
-import {
-  closeSync,
-  constants,
-  existsSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readSync,
-  realpathSync,
-  statSync,
-  writeSync,
-} from 'node:fs';
-import { dirname, join, posix, relative, sep } from 'node:path';
+import { closeSync, existsSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, realpathSync, statSync, writeSync } from 'node:fs';
+import { dirname, join, posix } from 'node:path';
 import { A2rlError } from './errors.js';
+import { isInside, openForRead, openForWrite, readAt } from './safe-fs.js';
 import type { Mount } from '../sandbox/sandbox.js';
 
 /** Where the workspace appears inside every agent sandbox. */
@@ -29,6 +18,8 @@ export interface ResolvedPath {
   /** Normalised path relative to the workspace ('.' for its root). */
   path: string;
   hostPath: string;
+  /** The host folder the path must stay inside: the workspace, or the mount it lies in. */
+  base: string;
   readOnly: boolean;
 }
 
@@ -58,12 +49,16 @@ export class Workspace {
     this.mounts = [...mounts].sort((a, b) => b.path.length - a.path.length);
   }
 
-  /** Creates the writable folders and the empty mount points the sandbox binds over. */
+  /**
+   * Creates the writable folders and the empty mount points the sandbox binds over; a
+   * mount inside another (models/base in models) gets its point in that mount's source.
+   */
   prepare(writableDirs: string[]): void {
     mkdirSync(this.root, { recursive: true });
     for (const dir of writableDirs) mkdirSync(join(this.root, dir), { recursive: true });
     for (const mount of this.mounts) {
-      const point = join(this.root, mount.path);
+      const parent = this.mounts.find((m) => mount.path.startsWith(`${m.path}/`));
+      const point = parent ? join(parent.source, mount.path.slice(parent.path.length + 1)) : join(this.root, mount.path);
       if (statSync(mount.source).isDirectory()) mkdirSync(point, { recursive: true });
       else if (!existsSync(point)) closeSync(openSync(point, 'w'));
     }
@@ -86,11 +81,11 @@ export class Workspace {
       );
     }
     this.assertInside(target.base, target.hostPath, target.path);
-    return { path: target.path, hostPath: target.hostPath, readOnly: target.readOnly };
+    return target;
   }
 
   /** Maps a normalised path to the host without following anything. */
-  private locate(path: string): ResolvedPath & { base: string } {
+  private locate(path: string): ResolvedPath {
     const mount = this.mounts.find((m) => path === m.path || path.startsWith(`${m.path}/`));
     const base = mount ? mount.source : this.root;
     const rest = mount ? path.slice(mount.path.length + 1) : path === '.' ? '' : path;
@@ -126,23 +121,22 @@ export class Workspace {
   readText(input: string, offset: number, maxBytes: number): { path: string; content: string; size: number; truncated: boolean } {
     const target = this.resolve(input, 'read');
     if (!existsSync(target.hostPath)) throw notFound(target.path);
-    const stats = statSync(target.hostPath);
-    if (stats.isDirectory()) throw new A2rlError('INVALID_INPUT', `${target.path} is a folder. List it with list_files.`);
-    const length = Math.max(0, Math.min(maxBytes, stats.size - offset));
-    const buffer = Buffer.alloc(length);
-    const fd = openSync(target.hostPath, constants.O_RDONLY | constants.O_NOFOLLOW);
+    if (statSync(target.hostPath).isDirectory())
+      throw new A2rlError('INVALID_INPUT', `${target.path} is a folder. List it with list_files.`);
+    const fd = openForRead(target.hostPath, target.base, target.path);
     try {
-      readSync(fd, buffer, 0, length, offset);
+      const size = fstatSync(fd).size;
+      const buffer = readAt(fd, offset, maxBytes);
+      if (buffer.includes(0)) {
+        throw new A2rlError(
+          'INVALID_INPUT',
+          `${target.path} is a binary file (${size} bytes); read_file returns text only. Inspect it with exec, e.g. python3 or od -c | head.`,
+        );
+      }
+      return { path: target.path, content: buffer.toString('utf8'), size, truncated: offset + buffer.length < size };
     } finally {
       closeSync(fd);
     }
-    if (buffer.includes(0)) {
-      throw new A2rlError(
-        'INVALID_INPUT',
-        `${target.path} is a binary file (${stats.size} bytes); read_file returns text only. Inspect it with exec, e.g. python3 or od -c | head.`,
-      );
-    }
-    return { path: target.path, content: buffer.toString('utf8'), size: stats.size, truncated: offset + length < stats.size };
   }
 
   writeText(input: string, content: string, append: boolean): { path: string; bytes: number; size: number } {
@@ -159,14 +153,13 @@ export class Workspace {
       throw new A2rlError('INVALID_INPUT', `${target.path} is a folder; give a file path inside it.`);
     }
     mkdirSync(dirname(target.hostPath), { recursive: true });
-    const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | (append ? constants.O_APPEND : constants.O_TRUNC);
-    const fd = openSync(target.hostPath, flags, 0o644);
+    const fd = openForWrite(target.hostPath, target.base, target.path, append);
     try {
       writeSync(fd, content);
+      return { path: target.path, bytes, size: fstatSync(fd).size };
     } finally {
       closeSync(fd);
     }
-    return { path: target.path, bytes, size: statSync(target.hostPath).size };
   }
 
   private describe(path: string): FileEntry {
@@ -188,8 +181,7 @@ export class Workspace {
       // A dangling symlink: lstat sees it, realpath cannot follow it.
       throw new A2rlError('OUTSIDE_WORKSPACE', `${path} is a symlink that leads outside the workspace; use the real file's path.`);
     }
-    const rel = relative(realBase, real);
-    if (rel === '..' || rel.startsWith(`..${sep}`) || rel.startsWith(sep)) {
+    if (!isInside(realBase, real)) {
       throw new A2rlError('OUTSIDE_WORKSPACE', `${path} leads outside the workspace through a symlink; use paths to real files inside it.`);
     }
     if (existsSync(hostPath) === false && lstatExists(hostPath)) {

@@ -1,6 +1,6 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../src/paths.js';
@@ -46,13 +46,14 @@ describe('MCP server over stdio', () => {
     client = await startServer({ home, budget: 'submissions=4' });
     runId = (await call(client, 'budget_status')).structured.run_id;
     workspace = join(home, 'runs', runId, 'workspace');
+    mkdirSync(join(home, 'submissions'), { recursive: true });
   });
 
   afterAll(async () => {
     await client?.close();
   });
 
-  /** What a bad call must leave as it was: files, jobs, submissions, budget counters. */
+  /** What a bad call must leave as it was: files, stored snapshots, jobs, submissions, budget counters. */
   function observable(): string {
     const files: string[] = [];
     const walk = (dir: string, prefix: string) => {
@@ -62,14 +63,16 @@ describe('MCP server over stdio', () => {
       }
     };
     walk(workspace, '');
+    walk(join(home, 'submissions'), 'stored:');
     const store = new Store(join(home, 'store.sqlite'));
     try {
-      const usage = store.usage(runId);
+      const { submissions, rolloutEpisodes } = store.usage(runId);
+      const jobs = store.listJobs(runId).map((job) => `${job.id}:${job.kind}:${job.state}`);
       return JSON.stringify({
         files: files.sort(),
-        jobs: store.listJobs(runId).length,
-        submissions: store.listSubmissions(runId).length,
-        usage: { ...usage, computeSeconds: 0 },
+        jobs,
+        submissions: store.listSubmissions(runId),
+        usage: { submissions, rolloutEpisodes },
       });
     } finally {
       store.close();
@@ -150,6 +153,13 @@ describe('MCP server over stdio', () => {
       { path: 'models/base/model.pt', content: 'x' },
       /\[READ_ONLY\]/,
     ],
+    ['write_file { path: models/mine.pt, content: x }', 'write_file', { path: 'models/mine.pt', content: 'x' }, /\[READ_ONLY\]/],
+    [
+      'write_file { path: lib/microlm/model.py, content: x }',
+      'write_file',
+      { path: 'lib/microlm/model.py', content: 'x' },
+      /\[READ_ONLY\]/,
+    ],
     [
       'write_file { path: code/big.txt, content: x.repeat(1024 * 1024 + 1) }',
       'write_file',
@@ -209,6 +219,25 @@ describe('MCP server over stdio', () => {
     expect(observable()).toEqual(before);
   });
 
+  it('shows the agent nothing of the evaluation data, the grader, the store or the package, and no network', async () => {
+    const probe = await call(client, 'exec', {
+      command: [
+        'find / -xdev \\( -name "public.jsonl" -o -name "private.jsonl" -o -name "grade.py" -o -name "store.sqlite*" \\) 2>/dev/null',
+        `ls ${home} ${packageRoot} ${join(packageRoot, 'tasks')} 2>&1`,
+        'env | grep -c A2RL',
+        'python3 -c "import socket; socket.create_connection((\'registry.npmjs.org\', 443), 3)" 2>&1 | tail -1',
+      ].join('; '),
+    });
+    const output = probe.structured.output as string;
+    expect(output).not.toMatch(/public\.jsonl|private\.jsonl|grade\.py|store\.sqlite/);
+    expect(output.match(/No such file or directory/g)?.length).toBe(3);
+    expect(output).toMatch(/^0$/m);
+    expect(output).toMatch(/gaierror|Network is unreachable/);
+    const readOnly = await call(client, 'exec', { command: 'touch models/mine.pt lib/mine.py data/x 2>&1; ls models' });
+    expect(readOnly.structured.output.match(/Read-only file system/g)?.length).toBe(3);
+    expect(readOnly.structured.output).toMatch(/^base$/m);
+  });
+
   it('refuses reading through a symlink the agent made to a host file', async () => {
     await call(client, 'exec', { command: 'ln -s /etc/hostname code/host-link && ln -s /etc code/etc-link' });
     for (const path of ['code/host-link', 'code/etc-link/hostname']) {
@@ -235,8 +264,10 @@ describe('MCP server over stdio', () => {
     const waited = await call(client, 'job_status', { job_id: jobId, wait_seconds: 3 }, (p) => progress.push(p.message ?? ''));
     expect(waited.structured.jobs[0].state).toBe('running');
     expect(progress.length).toBeGreaterThan(0);
-    const logs = await call(client, 'job_logs', { job_id: jobId, grep: 'loss 0\\.[24]' });
+    const logs = await call(client, 'job_logs', { job_id: jobId, grep: 'LOSS 0.2|loss 0.4' });
     expect(logs.structured.lines).toEqual(['step 2/5 loss 0.2', 'step 4/5 loss 0.4']);
+    const tail = await call(client, 'job_logs', { job_id: jobId, tail: 2 });
+    expect(tail.structured).toMatchObject({ first_line: 5, lines: ['step 5/5 loss 0.5', 'done'] });
     const window = await call(client, 'job_logs', { job_id: jobId, start_line: 5, tail: 2 });
     expect(window.structured).toMatchObject({ first_line: 5, lines: ['step 5/5 loss 0.5', 'done'], total_lines: 6 });
     const cancelled = await call(client, 'cancel_job', { job_id: jobId });
@@ -338,8 +369,24 @@ pickle.dump({'x': Payload()}, open('output/evil/model.pt', 'wb'))
 describe('budget enforcement', () => {
   const home = tempDir('home');
 
-  it('stops jobs when compute runs out, refuses new ones, and caps submissions', async () => {
-    const client = await startServer({ home, budget: 'compute=6s,submissions=1' });
+  it('caps submissions and keeps nothing of a refused one', async () => {
+    const client = await startServer({ home, budget: 'submissions=1' });
+    try {
+      for (const scale of [1.01, 1.02])
+        expect((await call(client, 'exec', { command: tweakScript(`output/s${scale}`, scale) })).structured.exit_code).toBe(0);
+      expect((await call(client, 'submit_artifact', { path: 'output/s1.01' })).isError).toBe(false);
+      const stored = readdirSync(join(home, 'submissions'));
+      const refused = await call(client, 'submit_artifact', { path: 'output/s1.02' });
+      expect(refused.text).toMatch(/\[BUDGET_EXHAUSTED\] All 1 submissions/);
+      expect(readdirSync(join(home, 'submissions'))).toEqual(stored);
+      expect((await call(client, 'budget_status')).structured.submissions).toMatchObject({ used: 1, left: 0 });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('stops jobs when compute runs out and refuses new ones', async () => {
+    const client = await startServer({ home, budget: 'compute=6s' });
     try {
       const started = await call(client, 'run_training', { command: 'python3 -c "while True: pass"' });
       const job = await waitJob(client, started.structured.job_id, 120);
@@ -393,13 +440,18 @@ describe('stdio transport', () => {
     expect(stderr).toMatch(/"msg":"run ready"/);
   });
 
-  it('leaves no sandbox process behind when the server is killed, and the next start marks its jobs lost', async () => {
+  it('leaves no sandbox process behind when the server is killed; the next start ends its run, marks its jobs lost and finishes its grading', async () => {
     const home = tempDir('home');
     const server = rawServer(home);
     await server.initialize();
-    const started = await server.request('tools/call', { name: 'run_training', arguments: { command: 'sleep 300 & sleep 300' } });
-    const jobId = Number(started.result.structuredContent.job_id.replace('job-', ''));
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    const tool = async (name: string, args: object) =>
+      (await server.request('tools/call', { name, arguments: args })).result.structuredContent;
+    expect((await tool('exec', { command: tweakScript('output/tweak', 1.01) })).exit_code).toBe(0);
+    const started = await tool('run_training', { command: 'sleep 300 & sleep 300' });
+    const submitted = await tool('submit_artifact', { path: 'output/tweak' });
+    const jobId = Number(started.job_id.replace('job-', ''));
+    const submissionId = Number(submitted.submission_id.replace('sub-', ''));
+    await new Promise((resolve) => setTimeout(resolve, 300));
     const sandboxProcesses = processTree(server.child.pid!).slice(1);
     expect(sandboxProcesses.length).toBeGreaterThanOrEqual(3);
     server.child.kill('SIGKILL');
@@ -408,12 +460,20 @@ describe('stdio transport', () => {
     const alive = sandboxProcesses.filter((pid) => existsSync(`/proc/${pid}`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')));
     expect(alive).toEqual([]);
     const runId = readdirSync(join(home, 'runs'))[0]!;
-    const client = await startServer({ home });
-    await client.close();
     const store = new Store(join(home, 'store.sqlite'));
     try {
-      expect(store.getJob(jobId)).toMatchObject({ run_id: runId, state: 'lost' });
-      expect(store.listEvents(runId, 'tool').map((e) => e.name)).toEqual(['run_training']);
+      expect(store.getSubmission(submissionId)?.state).not.toBe('graded');
+      const client = await startServer({ home });
+      try {
+        expect(store.getRun(runId)).toMatchObject({ state: 'ended', end_reason: 'the server stopped before the run ended' });
+        expect(store.getJob(jobId)).toMatchObject({ run_id: runId, state: 'lost' });
+        for (let i = 0; i < 120 && store.getSubmission(submissionId)!.state !== 'graded'; i++)
+          await new Promise((resolve) => setTimeout(resolve, 500));
+        expect(store.getSubmission(submissionId)?.state).toBe('graded');
+      } finally {
+        await client.close();
+      }
+      expect(store.listEvents(runId, 'tool').map((e) => e.name)).toEqual(['exec', 'run_training', 'submit_artifact']);
     } finally {
       store.close();
     }

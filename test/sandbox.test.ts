@@ -2,9 +2,13 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cgroupsUnavailableReason } from '../sandbox/cgroup.js';
 import { processTree } from '../sandbox/process-tree.js';
 import type { SandboxInstance, SandboxProcess } from '../sandbox/sandbox.js';
 import { defaultLimits, makeSandbox, run, tempDir } from './helpers/sandbox.js';
+
+// Limits and CPU accounting need writable cgroup v1 controllers; elsewhere those tests are skipped, not failed.
+const noCgroups = cgroupsUnavailableReason() !== undefined;
 
 describe('bubblewrap sandbox', () => {
   let sandbox: SandboxInstance;
@@ -95,13 +99,12 @@ EOF`;
   it('lets jobs write the workspace and /tmp only; read-only mounts stay read-only', async () => {
     const result = await run(
       sandbox,
-      'echo ok > /workspace/out.txt && echo tmp > /tmp/x && cat /tmp/x; echo x > /workspace/data/train.jsonl; echo $?; touch /usr/evil; echo $?; touch /etc/evil; echo $?',
+      'echo ok > /workspace/out.txt; echo tmp > /tmp/x; cat /tmp/x; for p in /workspace/data/train.jsonl /usr/evil /etc/evil /evil; do (echo x > $p) 2>/dev/null && echo "$p written"; done',
     );
     expect(readFileSync(join(workspace, 'out.txt'), 'utf8')).toBe('ok\n');
     expect(readFileSync(join(readOnlyData, 'train.jsonl'), 'utf8')).toBe('train\n');
-    expect(result.output.split('\n').filter(Boolean)).toEqual(expect.arrayContaining(['tmp']));
-    expect(result.output).toMatch(/Read-only file system/);
-    expect(existsSync('/usr/evil')).toBe(false);
+    expect(result.output.trim().split('\n')).toEqual(['tmp']);
+    expect(existsSync('/tmp/x') && readFileSync('/tmp/x', 'utf8') === 'tmp\n').toBe(false);
   });
 
   it('stops every process of a job, including ones that ignore TERM or detach', async () => {
@@ -129,7 +132,7 @@ EOF`;
     expect(result.exitCode).toBe(3);
   });
 
-  it('kills a job over its memory limit and says so', async () => {
+  it.skipIf(noCgroups)('kills a job over its memory limit and says so', async () => {
     const result = await run(sandbox, '/usr/bin/python3 -c "x = bytearray(400 * 2**20); print(len(x))"', {
       ...defaultLimits,
       memoryBytes: 128 * 2 ** 20,
@@ -138,7 +141,7 @@ EOF`;
     expect(result.output).not.toContain(String(400 * 2 ** 20));
   });
 
-  it('contains a fork bomb with the pids limit', async () => {
+  it.skipIf(noCgroups)('contains a fork bomb with the pids limit', async () => {
     const result = await run(sandbox, 'i=0; while [ $i -lt 200 ]; do sleep 5 & i=$((i+1)); done 2>/dev/null; jobs -p | wc -l', {
       ...defaultLimits,
       pids: 32,
@@ -146,7 +149,7 @@ EOF`;
     expect(Number(result.output.trim().split('\n').at(-1))).toBeLessThan(40);
   });
 
-  it('measures CPU time per job', async () => {
+  it.skipIf(noCgroups)('measures CPU time per job', async () => {
     const result = await run(sandbox, '/usr/bin/python3 -c "import time\nt=time.time()\nwhile time.time()-t < 1.5: pass"');
     expect(result.measured).toBe(true);
     expect(result.cpuSeconds).toBeGreaterThan(1.0);

@@ -1,6 +1,8 @@
 import { mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { packageRoot } from '../src/paths.js';
 import { snapshotDirectory } from '../src/snapshot.js';
 import { Store } from '../src/store.js';
 import { tempDir } from './helpers/sandbox.js';
@@ -10,7 +12,7 @@ function newRun(store: Store, id: string): void {
     id,
     task_id: 'micro-gsm8k',
     label: null,
-    token_hash: null,
+    owner: 'test',
     budget: '{}',
     dir: '/tmp/x',
     sandbox: 'bwrap',
@@ -33,7 +35,7 @@ describe('store', () => {
     second.close();
   });
 
-  it('never lets racing submissions past the cap, and returns the earlier one for identical content', () => {
+  it('returns the earlier submission for identical content and refuses past the cap', () => {
     const store = new Store(join(tempDir('store'), 'store.sqlite'));
     newRun(store, 'r1');
     const submit = (hash: string) =>
@@ -49,6 +51,36 @@ describe('store', () => {
     const outcomes = ['a', 'b', 'a', 'c', 'd', 'e'].map(submit);
     expect(outcomes.map((o) => Object.keys(o)[0])).toEqual(['inserted', 'inserted', 'existing', 'inserted', 'capReached', 'capReached']);
     expect(store.usage('r1').submissions).toBe(3);
+    store.close();
+  });
+
+  it('never lets submissions racing from several processes past the cap', async () => {
+    const path = join(tempDir('store'), 'store.sqlite');
+    const store = new Store(path);
+    newRun(store, 'r1');
+    // Four processes submit at once through the built store (the same code the server runs).
+    const script = (worker: number) => `
+      const { Store } = await import(${JSON.stringify(join(packageRoot, 'dist/src/store.js'))});
+      const store = new Store(${JSON.stringify(path)});
+      let inserted = 0;
+      for (let i = 0; i < 25; i++) {
+        const outcome = store.insertSubmissionWithin(7, { run_id: 'r1', path: 'x', note: null, content_hash: 'w${worker}-' + i, files: 1, bytes: 1, created_at: Date.now() });
+        if ('inserted' in outcome) inserted++;
+      }
+      console.log(inserted);`;
+    const counts = await Promise.all(
+      [0, 1, 2, 3].map(
+        (worker) =>
+          new Promise<number>((resolve, reject) => {
+            const child = spawn(process.execPath, ['--input-type=module', '-e', script(worker)]);
+            let out = '';
+            child.stdout.on('data', (chunk) => (out += chunk));
+            child.once('exit', (code) => (code === 0 ? resolve(Number(out)) : reject(new Error(`worker exited ${code}`))));
+          }),
+      ),
+    );
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(7);
+    expect(store.listSubmissions('r1')).toHaveLength(7);
     store.close();
   });
 

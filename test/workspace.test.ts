@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -77,6 +78,12 @@ describe('workspace paths', () => {
     expect(readFileSync(join(outside, 'secret.txt'), 'utf8')).toBe('secret');
     // Listing shows the links without following them.
     expect(workspace.list('code', 1, 100).entries.map((e) => e.type)).toEqual(['symlink', 'symlink', 'symlink']);
+  });
+
+  it('never blocks on a FIFO the agent left in place of a file', () => {
+    execFileSync('mkfifo', [join(root, 'code', 'pipe')]);
+    expect(() => workspace.readText('code/pipe', 0, 100)).toThrow(/not a regular file/);
+    expect(() => workspace.writeText('code/pipe', 'x', false)).toThrow(/cannot be opened|not a regular file/);
   });
 
   it('refuses writes to read-only parts, oversized writes and binary reads, changing nothing', () => {

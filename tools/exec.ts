@@ -1,10 +1,12 @@
-import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { readTail } from '../src/safe-fs.js';
 import { defineTool } from './define.js';
 import { jobId, waitForJob } from './jobs-view.js';
 
 const maxOutputBytes = 16 * 1024;
+/** With the stop grace after it, the answer still comes before clients give up on the call (about 60 s). */
+const maxExecSeconds = 45;
 
 export const execTool = defineTool({
   name: 'exec',
@@ -12,12 +14,18 @@ export const execTool = defineTool({
   description:
     'Runs a short shell command in the run sandbox (cwd /workspace, no network, /usr/bin/python3 with PyTorch) and returns ' +
     'its exit code and output (stdout and stderr together, the last 16 KiB). For quick things: look at data, check that a ' +
-    'script starts, run a few training steps. It is killed after timeout_s (at most 55 s); start anything longer with ' +
+    'script starts, run a few training steps. It is killed after timeout_s (at most ${maxExecSeconds} s); start anything longer with ' +
     'run_training. Its CPU time is charged to the compute budget.',
   inputSchema: z
     .object({
       command: z.string().min(1).max(20_000).describe('Shell command, run with /bin/sh -c'),
-      timeout_s: z.number().int().min(1).max(55).default(30).describe('Seconds before the command is killed, 1 to 55'),
+      timeout_s: z
+        .number()
+        .int()
+        .min(1)
+        .max(maxExecSeconds)
+        .default(30)
+        .describe(`Seconds before the command is killed, 1 to ${maxExecSeconds}`),
     })
     .strict(),
   outputSchema: z.object({
@@ -46,8 +54,8 @@ export const execTool = defineTool({
       record: run.record,
     });
     const job = await waitForJob(run, started, args.timeout_s + 10, extra);
-    const { text, truncated } = tail(job.log_path, maxOutputBytes);
-    const duration = ((job.ended_at ?? Date.now()) - (job.started_at ?? job.created_at)) / 1000;
+    const { text, truncated } = readTail(job.log_path, maxOutputBytes);
+    const duration = ((job.ended_at ?? Date.now()) - job.created_at) / 1000;
     const structured = {
       job_id: jobId(job.id),
       exit_code: job.exit_code,
@@ -62,16 +70,3 @@ export const execTool = defineTool({
     return { structured, text: `[${status}, ${structured.duration_s}s]\n${truncated ? '…\n' : ''}${text}` };
   },
 });
-
-function tail(path: string, maxBytes: number): { text: string; truncated: boolean } {
-  const size = statSync(path).size;
-  const length = Math.min(size, maxBytes);
-  const buffer = Buffer.alloc(length);
-  const fd = openSync(path, 'r');
-  try {
-    readSync(fd, buffer, 0, length, size - length);
-  } finally {
-    closeSync(fd);
-  }
-  return { text: buffer.toString('utf8'), truncated: size > maxBytes };
-}

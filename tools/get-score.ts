@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Run } from '../src/run.js';
-import { parseSubmissionId, type SubmissionView, viewSubmission } from '../src/submissions.js';
+import { bestSubmission, gradedSubmissions, parseSubmissionId, type SubmissionView, viewSubmission } from '../src/submissions.js';
 import { A2rlError } from '../src/errors.js';
 import { defineTool, maxWaitSeconds, reportProgress } from './define.js';
 
@@ -52,17 +52,13 @@ export const getScoreTool = defineTool({
     } else {
       views = run.engine.store.listSubmissions(run.id).map((row) => viewSubmission(run, row));
     }
-    const all = run.engine.store.listSubmissions(run.id).map((row) => viewSubmission(run, row));
-    const best = all.reduce<SubmissionView | undefined>(
-      (top, s) => (s.score !== null && (top === undefined || s.score > top.score!) ? s : top),
-      undefined,
-    );
+    const best = bestSubmission(gradedSubmissions(run.engine.store, run.task, run.id));
     const baselineGrade = run.engine.grader.cached(run.task, run.task.baseModelHash);
     const baseline = { state: baselineGrade ? ('graded' as const) : ('pending' as const), score: baselineGrade?.public_score ?? null };
-    const improvement = best && baseline.score !== null ? Math.round((best.score! - baseline.score) * 100) / 100 : null;
+    const improvement = best && baseline.score !== null ? Math.round((best.public - baseline.score) * 100) / 100 : null;
     const structured = {
       submissions: views,
-      best: best ? { submission_id: best.submission_id, score: best.score! } : null,
+      best: best ? { submission_id: best.submission_id, score: best.public } : null,
       baseline,
       improvement,
     };
@@ -70,7 +66,7 @@ export const getScoreTool = defineTool({
       (s) => `${s.submission_id} ${s.path}: ${s.state}${s.score === null ? '' : ` score ${s.score}`}${s.error ? ` (${s.error})` : ''}`,
     );
     lines.push(
-      `baseline: ${baseline.score ?? 'pending'}; best: ${best ? `${best.score} (${best.submission_id})` : 'none yet'}${improvement === null ? '' : `; improvement ${improvement}`}`,
+      `baseline: ${baseline.score ?? 'pending'}; best: ${best ? `${best.public} (${best.submission_id})` : 'none yet'}${improvement === null ? '' : `; improvement ${improvement}`}`,
     );
     return { structured, text: lines.join('\n') };
   },

@@ -1,6 +1,6 @@
-import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import { z } from 'zod';
 import { A2rlError } from '../src/errors.js';
+import { readTail } from '../src/safe-fs.js';
 import type { Run } from '../src/run.js';
 import { finishedJobStates, type JobRow } from '../src/store.js';
 import { reportProgress, type ToolExtra } from './define.js';
@@ -32,8 +32,8 @@ export function viewJob(run: Run, job: JobRow): JobView {
     state: job.state,
     reason: job.reason,
     exit_code: job.exit_code,
-    started_at_s: Math.round(((job.started_at ?? job.created_at) - run.row.created_at) / 100) / 10,
-    duration_s: Math.round((end - (job.started_at ?? job.created_at)) / 100) / 10,
+    started_at_s: Math.round((job.created_at - run.row.created_at) / 100) / 10,
+    duration_s: Math.round((end - job.created_at) / 100) / 10,
     cpu_s: Math.round(job.cpu_s * 10) / 10,
     last_line: lastLine(job.log_path),
     ...(job.result ? { result: JSON.parse(job.result) as unknown } : {}),
@@ -62,7 +62,7 @@ export async function waitForJob(run: Run, job: JobRow, seconds: number, extra: 
   const deadline = Date.now() + seconds * 1000;
   let current = job;
   while (!isFinished(current) && Date.now() < deadline && !extra.signal.aborted) {
-    const elapsed = Math.round((Date.now() - (current.started_at ?? current.created_at)) / 1000);
+    const elapsed = Math.round((Date.now() - current.created_at) / 1000);
     await reportProgress(extra, elapsed, undefined, `${jobId(job.id)} ${current.state} after ${elapsed}s: ${lastLine(current.log_path)}`);
     current = await run.engine.jobs.wait(job.id, Math.min(5000, deadline - Date.now()));
   }
@@ -71,19 +71,8 @@ export async function waitForJob(run: Run, job: JobRow, seconds: number, extra: 
 
 /** The last non-empty line of a log, read from its end. */
 export function lastLine(path: string): string {
-  if (!existsSync(path)) return '';
-  const size = statSync(path).size;
-  const length = Math.min(size, 4096);
-  const buffer = Buffer.alloc(length);
-  const fd = openSync(path, 'r');
-  try {
-    readSync(fd, buffer, 0, length, size - length);
-  } finally {
-    closeSync(fd);
-  }
-  const lines = buffer
-    .toString('utf8')
-    .split(/\r?\n|\r/)
+  const lines = readTail(path, 4096)
+    .text.split(/\r?\n|\r/)
     .filter((l) => l.trim() !== '');
   return (lines.at(-1) ?? '').slice(0, 300);
 }

@@ -15,10 +15,15 @@ export const runTrainingTool = defineTool({
   inputSchema: z
     .object({
       command: z.string().min(1).max(20_000).describe('Shell command, e.g. "python3 code/train.py --steps 800"'),
-      cpus: z.number().positive().optional().describe("CPU cores for the job (default and maximum: the task's per-job limit)"),
+      cpus: z.number().min(0.1).optional().describe("CPU cores for the job (default and maximum: the task's per-job limit)"),
       memory_mb: z.number().int().positive().optional().describe("Memory limit in MiB (default and maximum: the task's per-job limit)"),
       gpus: z.number().int().min(0).max(8).default(0).describe('GPUs for the job; 0 on CPU-only servers'),
-      timeout_minutes: z.number().positive().optional().describe('Stop the job after this many minutes (default: until the budget ends)'),
+      timeout_minutes: z
+        .number()
+        .positive()
+        .max(1440)
+        .optional()
+        .describe('Stop the job after this many minutes (default: until the budget ends)'),
     })
     .strict(),
   outputSchema: jobViewSchema,
