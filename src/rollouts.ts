@@ -33,7 +33,6 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
       `episodes (${request.episodes}) must be a multiple of group_size (${request.groupSize}), e.g. ${request.groupSize * Math.max(1, Math.round(request.episodes / request.groupSize))}.`,
     );
   }
-  run.assertCanStart('rollouts', request.episodes);
   const checkpoint = run.workspace.resolve(request.checkpoint, 'read');
   const required = run.task.submission.requiredFiles;
   if (
@@ -63,17 +62,11 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
     `${run.task.env.package}.rollouts`,
     ...Object.entries(options).flatMap(([k, v]) => [`--${k}`, String(v)]),
   ];
-  const job = run.engine.jobs.start({
-    runId: run.id,
-    kind: 'rollouts',
+  const job = run.startJob('rollouts', {
     command: argv.slice(1).join(' '),
     argv,
-    sandbox: run.sandbox,
     limits: run.jobLimits(),
-    charged: true,
     episodesRequested: request.episodes,
-    logDir: join(run.dir, 'logs'),
-    record: run.record,
     collect: () => {
       const summary = summarise(run.workspace, out, request.episodes);
       run.record('rollouts', 'batch', { ...summary, checkpoint: checkpoint.path });

@@ -1,9 +1,11 @@
+import { join } from 'node:path';
 import type { ResourceLimits, SandboxInstance } from '../sandbox/sandbox.js';
 import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } from './budget.js';
 import { A2rlError } from './errors.js';
 import type { Engine } from './engine.js';
 import type { RecordEvent } from './recorder.js';
-import type { JobKind, JobState, RunRow } from './store.js';
+import type { JobRequest } from './jobs.js';
+import type { JobKind, JobRow, JobState, RunRow } from './store.js';
 import type { Task } from './tasks.js';
 import type { Workspace } from './workspace.js';
 
@@ -36,6 +38,23 @@ export class Run {
 
   get state(): RunRow['state'] {
     return this.engine.store.getRun(this.id)!.state;
+  }
+
+  /** Starts one of the agent's jobs in the run's sandbox, charged to its budget. */
+  startJob(
+    kind: 'exec' | 'training' | 'rollouts',
+    job: Pick<JobRequest, 'command' | 'argv' | 'limits' | 'timeoutMs' | 'episodesRequested' | 'collect'>,
+  ): JobRow {
+    this.assertCanStart(kind, job.episodesRequested);
+    return this.engine.jobs.start({
+      ...job,
+      runId: this.id,
+      kind,
+      sandbox: this.sandbox,
+      charged: true,
+      logDir: join(this.dir, 'logs'),
+      record: this.record,
+    });
   }
 
   /** Resources of one agent job: the task's defaults, narrowed where the caller asks. */

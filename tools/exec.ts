@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import { z } from 'zod';
 import { readTail } from '../src/safe-fs.js';
 import { defineTool } from './define.js';
@@ -40,18 +39,11 @@ export const execTool = defineTool({
   }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run, args, extra) => {
-    run.assertCanStart('exec');
-    const started = run.engine.jobs.start({
-      runId: run.id,
-      kind: 'exec',
+    const started = run.startJob('exec', {
       command: args.command,
       argv: ['/bin/sh', '-c', args.command],
-      sandbox: run.sandbox,
       limits: run.jobLimits(),
-      charged: true,
       timeoutMs: args.timeout_s * 1000,
-      logDir: join(run.dir, 'logs'),
-      record: run.record,
     });
     const job = await waitForJob(run, started, args.timeout_s + 10, extra);
     const { text, truncated } = readTail(job.log_path, maxOutputBytes);

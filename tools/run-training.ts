@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import { z } from 'zod';
 import { A2rlError } from '../src/errors.js';
 import { defineTool } from './define.js';
@@ -35,18 +34,11 @@ export const runTrainingTool = defineTool({
         `This server has no GPUs for task ${run.task.id} (a ${run.task.tier}-tier task runs on CPU); start the job with gpus: 0.`,
       );
     }
-    run.assertCanStart('training');
-    const job = run.engine.jobs.start({
-      runId: run.id,
-      kind: 'training',
+    const job = run.startJob('training', {
       command: args.command,
       argv: ['/bin/sh', '-c', args.command],
-      sandbox: run.sandbox,
       limits: run.jobLimits({ cpus: args.cpus, memoryMb: args.memory_mb }),
-      charged: true,
       timeoutMs: args.timeout_minutes === undefined ? undefined : args.timeout_minutes * 60_000,
-      logDir: join(run.dir, 'logs'),
-      record: run.record,
     });
     const view = viewJob(run, job);
     return {

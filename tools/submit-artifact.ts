@@ -40,7 +40,7 @@ export const submitArtifactTool = defineTool({
     };
     const text = duplicate
       ? `${view.path} has the same content as ${view.submission_id} (${view.state}${view.score === null ? '' : `, score ${view.score}`}); nothing new was submitted.`
-      : `Submitted ${view.path} as ${view.submission_id}; grading. ${left} submissions left. Read the score with get_score.`;
+      : `Submitted ${view.path} as ${view.submission_id}, queued for grading. ${left} submissions left. Read the score with get_score.`;
     return { structured, text };
   },
 });
