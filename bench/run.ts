@@ -10,6 +10,7 @@ import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { connectStdio } from '../src/client.js';
 import { Grader } from '../src/grading.js';
 import { JobManager } from '../src/jobs.js';
+import { RubricJudge } from '../src/judge/rubric.js';
 import { createLogger } from '../src/logger.js';
 import { packageRoot } from '../src/paths.js';
 import { Store } from '../src/store.js';
@@ -51,7 +52,7 @@ async function sandboxStart(runs: number) {
     const job = sandbox.exec({
       command: ['true'],
       limits: { cpus: 1, memoryBytes: 256 * 2 ** 20, pids: 16, gpus: [] },
-      outputFd: fd,
+      output: fd,
       tag: `bench-${i}`,
     });
     closeSync(fd);
@@ -70,11 +71,12 @@ async function gradingThroughput(home: string) {
   logger.level = 'warn';
   const backend = new BubblewrapBackend(`bench-${process.pid}`);
   const jobs = new JobManager(store, logger, `bench-${process.pid}`);
-  const grader = new Grader(store, jobs, backend, join(home, 'grading'), logger, 1);
+  const grader = new Grader(store, jobs, backend, new RubricJudge(backend, join(home, 'judging')), join(home, 'grading'), logger, 1);
   store.insertRun({
     id: 'bench',
     task_id: task.id,
     label: null,
+    grader_version: 'test',
     owner: 'test',
     budget: '{}',
     dir: join(home, 'bench-run'),

@@ -70,12 +70,12 @@ class BubblewrapInstance implements SandboxInstance {
       '/bin/sh',
       ['-c', 'for f in $A2RL_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; exec "$@"', 'sh', this.bwrapPath, ...this.args(options)],
       {
-        stdio: ['ignore', options.outputFd, options.outputFd],
+        stdio: typeof options.output === 'number' ? ['ignore', options.output, options.output] : ['ignore', 'pipe', 'ignore'],
         env: { PATH: process.env.PATH ?? '/usr/bin:/bin', A2RL_CGROUP_PROCS: cgroup?.procsFiles.join(' ') ?? '' },
         detached: true,
       },
     );
-    const job = new BubblewrapProcess(child, cgroup);
+    const job = new BubblewrapProcess(child, cgroup, typeof options.output === 'number' ? 0 : options.output.captureBytes);
     this.running.add(job);
     void job.exited.then(() => this.running.delete(job));
     return job;
@@ -141,11 +141,19 @@ class BubblewrapProcess implements SandboxProcess {
   readonly exited: Promise<ExitStatus>;
   private readonly startedAt = Date.now();
   private finalUsage: ResourceUsage | undefined;
+  private readonly capturedChunks: Buffer[] = [];
+  private capturedBytes = 0;
 
   constructor(
     private readonly child: ReturnType<typeof spawn>,
     private readonly cgroup: JobCgroup | undefined,
+    captureBytes: number,
   ) {
+    // Keep draining past the limit, so a chatty process never blocks on a full pipe.
+    child.stdout?.on('data', (chunk: Buffer) => {
+      if (this.capturedBytes < captureBytes) this.capturedChunks.push(chunk.subarray(0, captureBytes - this.capturedBytes));
+      this.capturedBytes += chunk.length;
+    });
     this.exited = new Promise((resolve) => {
       const finish = async (exitCode: number | null, signal: string | null) => {
         const oomKilled = (this.cgroup?.oomKills() ?? 0) > 0;
@@ -154,9 +162,14 @@ class BubblewrapProcess implements SandboxProcess {
         await this.cgroup?.killAndRemove();
         resolve({ exitCode, signal, oomKilled });
       };
-      child.once('exit', (code, signal) => void finish(code, signal));
+      // 'close', not 'exit': captured output is complete only once the pipes have closed.
+      child.once('close', (code, signal) => void finish(code, signal));
       child.once('error', () => void finish(null, null));
     });
+  }
+
+  captured(): string {
+    return Buffer.concat(this.capturedChunks).toString('utf8');
   }
 
   get pid(): number {

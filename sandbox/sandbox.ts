@@ -38,8 +38,12 @@ export interface ExecOptions {
   command: string[];
   limits: ResourceLimits;
   env?: Record<string, string>;
-  /** File descriptor that receives stdout and stderr together. */
-  outputFd: number;
+  /**
+   * Where stdout and stderr go: a file descriptor (both streams, e.g. a job log), or
+   * `{ captureBytes }` to keep the first bytes of stdout in memory and drop the rest (stderr
+   * is dropped): for short runs of untrusted code whose output is data.
+   */
+  output: number | { captureBytes: number };
   /** Unique job tag, for cgroup and container names. */
   tag: string;
 }
@@ -61,6 +65,8 @@ export interface SandboxProcess {
   readonly pid: number;
   readonly exited: Promise<ExitStatus>;
   usage(): ResourceUsage;
+  /** What was captured of stdout (with `output: { captureBytes }`), once the process exited. */
+  captured(): string;
   /** TERM to every process of the job, KILL to whatever is left after `graceMs`. */
   stop(graceMs: number): Promise<ExitStatus>;
 }

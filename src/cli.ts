@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { join } from 'node:path';
 import { parseBudget } from './budget.js';
 import { connectStdio } from './client.js';
 import { formatSummaryTable, runDemo } from './demo.js';
-import { Engine } from './engine.js';
+import { Engine, type JudgeConfig } from './engine.js';
 import { isA2rlError } from './errors.js';
 import { createLogger } from './logger.js';
 import { defaultHome } from './paths.js';
@@ -38,29 +38,56 @@ function budgetOption(value: string): string {
   }
 }
 
+interface JudgeOptions {
+  judge: 'rubric' | 'llm';
+  judgeUrl?: string;
+  judgeModel?: string;
+  judgeKeyEnv: string;
+}
+
+function judgeConfig(options: JudgeOptions): JudgeConfig {
+  if (options.judge === 'rubric') return { kind: 'rubric' };
+  if (!options.judgeUrl || !options.judgeModel) {
+    throw new InvalidArgumentError(
+      '--judge llm needs --judge-url (an OpenAI-compatible base URL, e.g. https://api.openai.com/v1) and --judge-model.',
+    );
+  }
+  return { kind: 'llm', baseUrl: options.judgeUrl, model: options.judgeModel, apiKey: process.env[options.judgeKeyEnv] };
+}
+
 program
   .command('serve')
   .description('serve one benchmark run over MCP stdio (stdout is the protocol; logs go to stderr and the run folder)')
   .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
   .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m,submissions=10,episodes=2000', budgetOption)
   .option('--label <name>', 'who is being benchmarked, e.g. claude-code-opus')
-  .action(async (options: { task: string; budget?: string; label?: string }) => {
+  .addOption(
+    new Option('--judge <kind>', "judge of judge-graded tasks: the task's rubric or an LLM").choices(['rubric', 'llm']).default('rubric'),
+  )
+  .option('--judge-url <url>', 'OpenAI-compatible base URL for --judge llm, e.g. https://api.openai.com/v1')
+  .option('--judge-model <name>', 'model name for --judge llm')
+  .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY')
+  .action(async (options: { task: string; budget?: string; label?: string } & JudgeOptions) => {
+    const judge = judgeConfig(options);
     const log = createLogger();
-    const engine = await Engine.open({ home: home(), logger: log.logger });
+    const engine = await Engine.open({ home: home(), logger: log.logger, judge });
     const run = await engine.createRun({ taskId: options.task, budget: options.budget, label: options.label });
     log.addFile(join(run.dir, 'server.log'));
-    log.logger.info({ run: run.id, dir: run.dir }, 'run ready');
+    log.logger.info({ run: run.id, dir: run.dir, judge: engine.grader.judge.id }, 'run ready');
     await serveStdio(engine, run);
   });
 
 program
   .command('demo')
-  .description("run a task's oracle end to end through the MCP server and print the result")
-  .option('--task <id>', 'task', taskOption, 'micro-gsm8k')
-  .option('--budget <spec>', 'limits over the task default', budgetOption)
-  .action(async (options: { task: string; budget?: string }) => {
-    const summary = await runDemo({ task: options.task, home: home(), budget: options.budget });
-    process.stdout.write(`${formatSummaryTable([summary])}\nrun ${summary.run_id}: ${summary.end_reason ?? summary.state}\n`);
+  .description("run tasks' oracles end to end through the MCP server and print the results (default: every static task)")
+  .option('--task <id...>', 'tasks to run', (value: string, previous: string[] = []) => [...previous, taskOption(value)])
+  .option('--budget <spec>', 'limits over each task default', budgetOption)
+  .action(async (options: { task?: string[]; budget?: string }) => {
+    const tasks = options.task ?? listTaskIds().filter((id) => getTask(id).level <= 2);
+    const summaries = [];
+    for (const task of tasks) summaries.push(await runDemo({ task, home: home(), budget: options.budget }));
+    process.stdout.write(`${formatSummaryTable(summaries)}\n`);
+    for (const s of summaries) process.stdout.write(`run ${s.run_id} (${s.task}): ${s.end_reason ?? s.state}\n`);
   });
 
 program

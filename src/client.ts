@@ -13,6 +13,8 @@ export interface StdioServerOptions {
   /** Where the server's log lines (its stderr) go; 'pipe' hands the stream to the caller. */
   stderr?: 'inherit' | 'pipe' | 'ignore';
   clientName?: string;
+  /** More `serve` flags, e.g. a judge. */
+  serverArgs?: string[];
 }
 
 /** Starts `a2rl serve` as a child process and connects an MCP client to it over stdio. */
@@ -20,6 +22,7 @@ export async function connectStdio(options: StdioServerOptions): Promise<{ clien
   const args = [join(packageRoot, 'dist', 'src', 'cli.js'), 'serve', '--task', options.task];
   if (options.budget) args.push('--budget', options.budget);
   if (options.label) args.push('--label', options.label);
+  args.push(...(options.serverArgs ?? []));
   const env: Record<string, string> = Object.fromEntries(
     Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined),
   );

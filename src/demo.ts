@@ -96,19 +96,31 @@ export function formatSummaryTable(summaries: RunSummary[]): string {
   const colour = process.stdout.isTTY === true;
   const table = new Table({
     style: { head: colour ? ['cyan'] : [], border: colour ? ['grey'] : [] },
-    head: ['task', 'level', 'baseline', 'best score', 'improvement', 'private (final)', 'submissions', 'compute used', 'wall time'],
+    head: [
+      'task',
+      'level',
+      'metric',
+      'baseline',
+      'best score',
+      'improvement',
+      'private (final)',
+      'submissions',
+      'compute used',
+      'wall time',
+    ],
   });
   const score = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
+  const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(1)}`;
   for (const s of summaries) {
+    const lc = s.best?.metrics.lc_win_rate;
     table.push([
       s.task,
       s.level,
+      s.metric,
       score(s.baseline?.public),
-      score(s.best?.public),
-      s.improvement ? `${s.improvement.public >= 0 ? '+' : ''}${s.improvement.public.toFixed(1)}` : '–',
-      s.best && s.improvement
-        ? `${score(s.best.private)} (${s.improvement.private >= 0 ? '+' : ''}${s.improvement.private.toFixed(1)})`
-        : '–',
+      `${score(s.best?.public)}${typeof lc === 'number' ? ` (LC ${lc.toFixed(1)})` : ''}`,
+      s.improvement ? signed(s.improvement.public) : '–',
+      s.best && s.improvement ? `${score(s.best.private)} (${signed(s.improvement.private)})` : '–',
       s.submissions,
       `${formatDuration(s.compute_seconds)} CPU`,
       formatDuration(s.wall_seconds),

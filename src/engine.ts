@@ -10,6 +10,8 @@ import { renderInstructions } from './instructions.js';
 import { A2rlError } from './errors.js';
 import { Grader } from './grading.js';
 import { JobManager } from './jobs.js';
+import { LlmJudge, type LlmJudgeOptions } from './judge/llm.js';
+import { RubricJudge } from './judge/rubric.js';
 import { createLogger, type Logger } from './logger.js';
 import { packageRoot } from './paths.js';
 import { eventRecorder } from './recorder.js';
@@ -19,10 +21,14 @@ import { startGrading } from './submissions.js';
 import { getTask } from './tasks.js';
 import { Workspace } from './workspace.js';
 
+export type JudgeConfig = { kind: 'rubric' } | ({ kind: 'llm' } & LlmJudgeOptions);
+
 export interface EngineOptions {
   home: string;
   logger?: Logger;
   gradingConcurrency?: number;
+  /** Judge of judge-graded tasks: the task's rubric (default) or an LLM. */
+  judge?: JudgeConfig;
 }
 
 export interface CreateRunOptions {
@@ -70,7 +76,9 @@ export class Engine {
     }
     const store = new Store(join(options.home, 'store.sqlite'));
     const jobs = new JobManager(store, logger, owner);
-    const grader = new Grader(store, jobs, backend, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
+    const judgeConfig = options.judge ?? { kind: 'rubric' };
+    const judge = judgeConfig.kind === 'llm' ? new LlmJudge(store, judgeConfig) : new RubricJudge(backend, join(options.home, 'judging'));
+    const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
     const engine = new Engine(options.home, store, logger, backend, jobs, grader, owner);
     engine.recover();
     return engine;
@@ -145,6 +153,7 @@ export class Engine {
       budget: JSON.stringify(limits),
       dir,
       sandbox: this.backend.name,
+      grader_version: this.grader.version(task),
       owner: this.owner,
       created_at: createdAt,
     });

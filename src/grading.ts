@@ -1,23 +1,40 @@
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
 import { z } from 'zod';
 import type { SandboxBackend } from '../sandbox/sandbox.js';
 import { A2rlError } from './errors.js';
-import { readTail } from './safe-fs.js';
+import { executePrograms, executionItemSchema } from './execution.js';
 import type { JobManager } from './jobs.js';
+import { judgeAgainstReferences, type Judge } from './judge/judge.js';
+import { lengthControlledWinRate, winRate } from './judge/win-rate.js';
 import type { Logger } from './logger.js';
 import type { RecordEvent } from './recorder.js';
+import { readTail } from './safe-fs.js';
 import type { GradeRow, Store } from './store.js';
 import type { Task } from './tasks.js';
 
-const graderOutputSchema = z.object({
-  public: z.object({ score: z.number().min(0).max(100) }),
-  private: z.object({ score: z.number().min(0).max(100) }),
+const splits = ['public', 'private'] as const;
+type Split = (typeof splits)[number];
+
+const scoredOutputSchema = z.object({
+  public: z.object({ score: z.number().min(0).max(100) }).passthrough(),
+  private: z.object({ score: z.number().min(0).max(100) }).passthrough(),
+});
+
+const judgedItemSchema = z.object({
+  id: z.string(),
+  split: z.enum(splits),
+  instruction: z.string(),
+  constraints: z.unknown(),
+  reference: z.string(),
+  response: z.string(),
 });
 
 /** Fixed layout of the grading sandbox; graders read their inputs from here. */
 const gradingRoot = '/opt/a2rl';
+/** Most bytes of a grader's output the server reads. */
+const maxGraderOutputBytes = 64 * 2 ** 20;
 
 export interface GradeRequest {
   task: Task;
@@ -31,11 +48,16 @@ export interface GradeRequest {
   onStart?: () => void;
 }
 
+/** Per-split metrics of one grade; `score` is the 0–100 number the agent sees. */
+type Metrics = Record<Split, Record<string, number | string> & { score: number }>;
+
 /**
- * Grades checkpoints with the task's own grader in a sandbox of its own (no network,
- * the checkpoint and the evaluation data read-only, nothing of the agent's workspace).
- * Grades are cached per (task, grader version, content hash): grading is deterministic,
- * so identical content is graded once. Grading time is not charged to any run's compute.
+ * Grades checkpoints with the task's own grader in a sandbox of its own (no network, the
+ * checkpoint and the evaluation data read-only, nothing of the agent's workspace), then,
+ * by the task's kind, runs the programs it wrote or has its responses judged. Grades are
+ * cached per (task, grader version, content hash), the judge being part of the version:
+ * grading is deterministic, so identical content is graded once. Grading time is not
+ * charged to any run's compute.
  */
 export class Grader {
   private readonly limit: ReturnType<typeof pLimit>;
@@ -45,6 +67,7 @@ export class Grader {
     private readonly store: Store,
     private readonly jobs: JobManager,
     private readonly backend: SandboxBackend,
+    readonly judge: Judge,
     private readonly scratchDir: string,
     private readonly logger: Logger,
     concurrency: number,
@@ -52,19 +75,24 @@ export class Grader {
     this.limit = pLimit(concurrency);
   }
 
+  /** The version grades of this task are stored under: the grader's, and the judge's for judged tasks. */
+  version(task: Task): string {
+    return task.grader.kind === 'judge' ? `${task.graderVersion}/judge:${this.judge.id}` : task.graderVersion;
+  }
+
   /** Resolves when every grading started so far has finished. */
   async drain(): Promise<void> {
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight.values()]);
   }
 
-  cached(task: Task, contentHash: string): GradeRow | undefined {
-    return this.store.getGrade(task.id, task.graderVersion, contentHash);
+  cached(task: Task, contentHash: string, version = this.version(task)): GradeRow | undefined {
+    return this.store.getGrade(task.id, version, contentHash);
   }
 
   grade(request: GradeRequest): Promise<GradeRow> {
     const cached = this.cached(request.task, request.contentHash);
     if (cached) return Promise.resolve(cached);
-    const key = `${request.task.id}:${request.task.graderVersion}:${request.contentHash}`;
+    const key = `${request.task.id}:${this.version(request.task)}:${request.contentHash}`;
     let grading = this.inFlight.get(key);
     if (!grading) {
       grading = this.limit(() => this.run(request)).finally(() => this.inFlight.delete(key));
@@ -81,6 +109,36 @@ export class Grader {
     const outDir = join(this.scratchDir, `${request.contentHash.slice(0, 16)}-${Date.now()}`);
     mkdirSync(outDir, { recursive: true });
     const started = Date.now();
+    try {
+      const outFile = await this.runGrader(request, outDir);
+      const metrics =
+        task.grader.kind === 'score'
+          ? this.readScores(outFile)
+          : task.grader.kind === 'execute'
+            ? await this.scorePrograms(task, outFile, outDir)
+            : await this.judgeResponses(task, outFile);
+      const grade: GradeRow = {
+        task_id: task.id,
+        grader_version: this.version(task),
+        content_hash: request.contentHash,
+        public_score: metrics.public.score,
+        private_score: metrics.private.score,
+        details: JSON.stringify(metrics),
+        duration_ms: Date.now() - started,
+        created_at: Date.now(),
+      };
+      this.store.insertGrade(grade);
+      this.logger.info({ task: task.id, hash: request.contentHash.slice(0, 12), public: grade.public_score }, 'graded');
+      return this.cached(task, request.contentHash)!;
+    } finally {
+      rmSync(outDir, { recursive: true, force: true });
+    }
+  }
+
+  /** Phase one: the task's grader decodes the checkpoint on the evaluation set, as a recorded job. */
+  private async runGrader(request: GradeRequest, outDir: string): Promise<string> {
+    const { task } = request;
+    const outName = task.grader.kind === 'score' ? 'result.json' : 'items.jsonl';
     const sandbox = await this.backend.create({
       name: `grading-${request.contentHash.slice(0, 12)}`,
       mounts: [
@@ -96,21 +154,20 @@ export class Grader {
       workdir: `${gradingRoot}/out`,
     });
     try {
-      const argv = [
-        '/usr/bin/python3',
-        `${gradingRoot}/grader/${task.grader.entry}`,
-        '--checkpoint',
-        `${gradingRoot}/checkpoint`,
-        '--eval-dir',
-        `${gradingRoot}/eval`,
-        '--out',
-        `${gradingRoot}/out/result.json`,
-      ];
       const job = this.jobs.start({
         runId: request.runId,
         kind: 'grading',
         command: `grade ${request.contentHash.slice(0, 12)} with ${task.grader.entry}`,
-        argv,
+        argv: [
+          '/usr/bin/python3',
+          `${gradingRoot}/grader/${task.grader.entry}`,
+          '--checkpoint',
+          `${gradingRoot}/checkpoint`,
+          '--eval-dir',
+          `${gradingRoot}/eval`,
+          '--out',
+          `${gradingRoot}/out/${outName}`,
+        ],
         sandbox,
         limits: { cpus: task.grader.cpus, memoryBytes: task.grader.memoryMb * 2 ** 20, pids: 64, gpus: [] },
         charged: false,
@@ -119,34 +176,93 @@ export class Grader {
         record: request.record,
       });
       const done = await this.jobs.wait(job.id, Number.POSITIVE_INFINITY);
-      if (done.state !== 'succeeded') {
-        throw new A2rlError(
-          'GRADING_FAILED',
-          `the grader could not score this checkpoint (${done.reason ?? done.state}): ${lastLines(done.log_path, 3)}`,
-        );
+      const outFile = join(outDir, outName);
+      if (done.state !== 'succeeded' || !existsSync(outFile)) {
+        const why = done.state === 'failed' ? `exit code ${done.exit_code}` : (done.reason ?? done.state);
+        throw new A2rlError('GRADING_FAILED', `the grader could not score this checkpoint (${why}): ${lastLines(done.log_path, 3)}`);
       }
-      const details = readFileSync(join(outDir, 'result.json'), 'utf8');
-      const output = graderOutputSchema.safeParse(parseJson(details));
-      if (!output.success) throw new A2rlError('GRADING_FAILED', `the grader wrote no valid result: ${output.error.message}`);
-      const grade: GradeRow = {
-        task_id: task.id,
-        grader_version: task.graderVersion,
-        content_hash: request.contentHash,
-        public_score: output.data.public.score,
-        private_score: output.data.private.score,
-        details,
-        duration_ms: Date.now() - started,
-        created_at: Date.now(),
-      };
-      this.store.insertGrade(grade);
-      this.logger.info({ task: task.id, hash: request.contentHash.slice(0, 12), public: grade.public_score }, 'graded');
-      return this.store.getGrade(task.id, task.graderVersion, request.contentHash)!;
+      return outFile;
     } finally {
       await sandbox.destroy();
-      rmSync(outDir, { recursive: true, force: true });
     }
   }
+
+  private readScores(outFile: string): Metrics {
+    const output = scoredOutputSchema.safeParse(parseJson(readFileSync(outFile, 'utf8')));
+    if (!output.success) throw new A2rlError('GRADING_FAILED', `the grader wrote no valid result: ${output.error.message}`);
+    return output.data as Metrics;
+  }
+
+  /** Phase two for code tasks: every program against its hidden tests; pass@1 per split. */
+  private async scorePrograms(task: Task, outFile: string, outDir: string): Promise<Metrics> {
+    const items = readItems(outFile, executionItemSchema);
+    const results = await executePrograms(this.backend, task, items, join(outDir, 'programs'));
+    const metrics = (split: Split) => {
+      const mine = results.filter((r) => r.split === split);
+      const solved = mine.filter((r) => r.total > 0 && r.passed === r.total).length;
+      const testsPassed = mine.reduce((sum, r) => sum + r.passed, 0);
+      const tests = mine.reduce((sum, r) => sum + r.total, 0);
+      return {
+        score: round(mine.length ? (100 * solved) / mine.length : 0),
+        solved,
+        problems: mine.length,
+        tests_passed: testsPassed,
+        tests,
+      };
+    };
+    return { public: metrics('public'), private: metrics('private') };
+  }
+
+  /** Phase two for judged tasks: each response against its reference, both orders; win rate and LC win rate per split. */
+  private async judgeResponses(task: Task, outFile: string): Promise<Metrics> {
+    const items = readItems(outFile, judgedItemSchema);
+    const outcomes = await judgeAgainstReferences(
+      this.judge,
+      task,
+      items.map((item) => ({
+        id: item.id,
+        instruction: item.instruction,
+        constraints: item.constraints,
+        candidate: item.response,
+        reference: item.reference,
+      })),
+    );
+    const metrics = (split: Split) => {
+      const indices = items.map((item, i) => (item.split === split ? i : -1)).filter((i) => i >= 0);
+      const mine = indices.map((i) => outcomes[i]!);
+      const lc = lengthControlledWinRate(
+        mine,
+        indices.map((i) => items[i]!.response.length),
+        indices.map((i) => items[i]!.reference.length),
+      );
+      return {
+        score: round(winRate(mine)),
+        win_rate: round(winRate(mine)),
+        lc_win_rate: round(lc),
+        comparisons: mine.length,
+        mean_length: round(indices.reduce((sum, i) => sum + items[i]!.response.length, 0) / Math.max(1, indices.length)),
+        judge: this.judge.id,
+      };
+    };
+    return { public: metrics('public'), private: metrics('private') };
+  }
 }
+
+function readItems<T extends z.ZodType>(file: string, schema: T): z.infer<T>[] {
+  const text = readTail(file, maxGraderOutputBytes);
+  if (text.truncated) throw new A2rlError('GRADING_FAILED', `the grader wrote more than ${maxGraderOutputBytes} bytes`);
+  return text.text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line, i) => {
+      const parsed = schema.safeParse(parseJson(line));
+      if (!parsed.success)
+        throw new A2rlError('GRADING_FAILED', `the grader wrote an invalid line ${i + 1}: ${parsed.error.message.slice(0, 200)}`);
+      return parsed.data;
+    });
+}
+
+const round = (x: number) => Math.round(x * 100) / 100;
 
 function parseJson(text: string): unknown {
   try {

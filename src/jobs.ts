@@ -20,8 +20,16 @@ export interface JobRequest {
   env?: Record<string, string>;
   logDir: string;
   record: RecordEvent;
-  /** Reads what the job produced once it has exited (e.g. how many episodes a rollout wrote). */
-  collect?: (state: JobState) => { episodesDone?: number; result?: unknown };
+  /**
+   * Reads (and may complete) what the job produced once it has exited: how many episodes a
+   * rollout wrote, their rewards from a judge. The job stays running until it resolves.
+   */
+  collect?: (state: JobState) => Promise<Collected> | Collected;
+}
+
+export interface Collected {
+  episodesDone?: number;
+  result?: unknown;
 }
 
 interface LiveJob {
@@ -70,7 +78,7 @@ export class JobManager {
     const fd = openSync(row.log_path, 'a');
     let process: SandboxProcess;
     try {
-      process = request.sandbox.exec({ command: request.argv, limits: request.limits, env: request.env, outputFd: fd, tag: `job-${id}` });
+      process = request.sandbox.exec({ command: request.argv, limits: request.limits, env: request.env, output: fd, tag: `job-${id}` });
     } catch (error) {
       this.store.finishJob(id, { ...noUsage, state: 'failed', reason: `could not start: ${String(error)}`, ended_at: Date.now() });
       throw new A2rlError(
@@ -134,15 +142,17 @@ export class JobManager {
     return this.store.getJob(id)!;
   }
 
-  private finish(id: number, job: LiveJob, status: ExitStatus): JobRow {
+  private async finish(id: number, job: LiveJob, status: ExitStatus): Promise<JobRow> {
     clearTimeout(job.timer);
     const usage = job.process.usage();
-    const { state, reason } = job.stop ?? classify(status, job.request.limits);
-    let collected: { episodesDone?: number; result?: unknown } = {};
+    let { state, reason } = job.stop ?? classify(status, job.request.limits);
+    let collected: Collected = {};
     try {
-      collected = job.request.collect?.(state) ?? {};
+      collected = (await job.request.collect?.(state)) ?? {};
     } catch (error) {
       this.logger.warn({ job: id, err: error }, 'could not collect job output');
+      state = 'failed';
+      reason = `its output could not be processed: ${(error as Error).message}`;
     }
     const endedAt = Date.now();
     this.store.finishJob(id, {

@@ -1,5 +1,5 @@
 import type { Store } from './store.js';
-import { bestSubmission, gradedSubmissions } from './submissions.js';
+import { bestSubmission, type GradedSubmission, gradedSubmissions } from './submissions.js';
 import { getTask } from './tasks.js';
 
 export interface ScorePair {
@@ -11,13 +11,14 @@ export interface RunSummary {
   run_id: string;
   task: string;
   level: number;
+  metric: string;
   label: string | null;
   state: string;
   end_reason: string | null;
   baseline: ScorePair | null;
   /** The submission with the best public score, with its private score: the run's final result. */
-  best: (ScorePair & { submission_id: string }) | null;
-  last: (ScorePair & { submission_id: string }) | null;
+  best: GradedSubmission | null;
+  last: GradedSubmission | null;
   improvement: ScorePair | null;
   submissions: number;
   failed_submissions: number;
@@ -30,8 +31,8 @@ export function summarizeRun(store: Store, runId: string): RunSummary {
   const run = store.getRun(runId);
   if (!run) throw new Error(`no run ${runId} in ${store.path}`);
   const task = getTask(run.task_id);
-  const baselineGrade = store.getGrade(task.id, task.graderVersion, task.baseModelHash);
-  const graded = gradedSubmissions(store, task, runId);
+  const baselineGrade = store.getGrade(task.id, run.grader_version, task.baseModelHash);
+  const graded = gradedSubmissions(store, run);
   const best = bestSubmission(graded);
   const baseline = baselineGrade ? { public: baselineGrade.public_score, private: baselineGrade.private_score } : null;
   const submissions = store.listSubmissions(runId);
@@ -40,6 +41,7 @@ export function summarizeRun(store: Store, runId: string): RunSummary {
     run_id: runId,
     task: task.id,
     level: task.level,
+    metric: task.metric,
     label: run.label,
     state: run.state,
     end_reason: run.end_reason,

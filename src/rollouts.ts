@@ -1,9 +1,10 @@
-import { closeSync, existsSync, statSync } from 'node:fs';
+import { closeSync, existsSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { A2rlError } from './errors.js';
 import type { Run } from './run.js';
 import type { JobRow } from './store.js';
-import { readAt, openForRead } from './safe-fs.js';
+import { judgeAgainstReferences } from './judge/judge.js';
+import { openForRead, openForWrite, readAt } from './safe-fs.js';
 import { sandboxWorkspace, type Workspace } from './workspace.js';
 
 export interface RolloutRequest {
@@ -23,8 +24,9 @@ export interface RolloutSummary {
 
 /**
  * Starts the task's rollout sampler in the run's sandbox: episodes with a checkpoint as
- * policy, scored by the task's reward, written as JSONL under rollouts/. Episodes are
- * reserved when the job starts and charged as produced when it ends.
+ * policy, scored by the task's reward (by the sampler, or by the judge once it is done),
+ * written as JSONL under rollouts/. Episodes are reserved when the job starts and charged
+ * as produced when it ends.
  */
 export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow; out: string } {
   if (request.episodes % request.groupSize !== 0) {
@@ -49,7 +51,7 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
   const out = `rollouts/batch-${String(batch).padStart(3, '0')}.jsonl`;
   const options: Record<string, string | number> = {
     checkpoint: `${sandboxWorkspace}/${checkpoint.path}`,
-    data: `${sandboxWorkspace}/${run.task.rolloutData}`,
+    data: `${sandboxWorkspace}/${run.task.rollouts.data}`,
     n: request.episodes,
     'group-size': request.groupSize,
     temperature: request.temperature,
@@ -67,8 +69,8 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
     argv,
     limits: run.jobLimits(),
     episodesRequested: request.episodes,
-    collect: () => {
-      const summary = summarise(run.workspace, out, request.episodes);
+    collect: async () => {
+      const summary = await collectBatch(run, out, request.episodes);
       run.record('rollouts', 'batch', { ...summary, checkpoint: checkpoint.path });
       return { episodesDone: summary.episodes, result: summary };
     },
@@ -77,37 +79,66 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
 }
 
 /** Most bytes of a rollout file the server reads back: the agent can write to it too. */
-const maxSummaryBytes = 64 * 2 ** 20;
+const maxBatchBytes = 64 * 2 ** 20;
 
 /**
- * Counts the episodes of a finished batch and their mean reward. The file lies in the
- * agent's workspace, so it is opened safely, read to a bound, and never counted past what
- * the job was asked for.
+ * Reads a finished batch: its episodes, never more than were asked for, and their mean
+ * reward. Where the task's reward is a judge's, the server judges each completion against
+ * its reference first and writes the rewards into the file. The file lies in the agent's
+ * workspace, so it is opened safely and read to a bound.
  */
-function summarise(workspace: Workspace, path: string, requested: number): RolloutSummary {
-  let text = '';
+async function collectBatch(run: Run, path: string, requested: number): Promise<RolloutSummary> {
+  const episodes = readEpisodes(run.workspace, path).slice(0, requested);
+  if (run.task.rollouts.reward === 'judge' && episodes.length > 0) {
+    const judgeable = episodes.every(
+      (e) => typeof e.completion === 'string' && typeof e.reference === 'string' && typeof e.instruction === 'string',
+    );
+    if (!judgeable) throw new Error(`${path} has episodes without instruction, reference and completion`);
+    const outcomes = await judgeAgainstReferences(
+      run.engine.grader.judge,
+      run.task,
+      episodes.map((e, i) => ({
+        id: String(i),
+        instruction: String(e.instruction),
+        constraints: e.constraints,
+        candidate: String(e.completion),
+        reference: String(e.reference),
+      })),
+    );
+    episodes.forEach((episode, i) => (episode.reward = outcomes[i]!));
+    const target = run.workspace.resolve(path, 'write');
+    const fd = openForWrite(target.hostPath, target.base, path, false);
+    try {
+      writeSync(fd, episodes.map((e) => JSON.stringify(e)).join('\n') + '\n');
+    } finally {
+      closeSync(fd);
+    }
+  }
+  const rewards = episodes.map((e) => Number(e.reward)).map((r) => (Number.isFinite(r) ? r : 0));
+  const mean = rewards.length ? rewards.reduce((a, b) => a + b, 0) / rewards.length : null;
+  return { episodes: episodes.length, mean_reward: mean === null ? null : Math.round(mean * 1e4) / 1e4, out: path };
+}
+
+function readEpisodes(workspace: Workspace, path: string): Array<Record<string, unknown>> {
+  let text: string;
   try {
     const target = workspace.resolve(path, 'read');
     const fd = openForRead(target.hostPath, target.base, path);
     try {
-      text = readAt(fd, 0, maxSummaryBytes).toString('utf8');
+      text = readAt(fd, 0, maxBatchBytes).toString('utf8');
     } finally {
       closeSync(fd);
     }
   } catch {
-    return { episodes: 0, mean_reward: null, out: path };
+    return [];
   }
-  let episodes = 0;
-  let total = 0;
-  for (const line of text.split('\n')) {
-    if (!line.trim() || episodes >= requested) continue;
+  return text.split('\n').flatMap((line) => {
     try {
-      const reward = Number((JSON.parse(line) as { reward?: unknown }).reward);
-      episodes += 1;
-      total += Number.isFinite(reward) ? reward : 0;
+      const episode = JSON.parse(line) as unknown;
+      return episode !== null && typeof episode === 'object' && !Array.isArray(episode) ? [episode as Record<string, unknown>] : [];
     } catch {
       // A line cut short by a stopped job is not an episode.
+      return [];
     }
-  }
-  return { episodes, mean_reward: episodes ? Math.round((total / episodes) * 1e4) / 1e4 : null, out: path };
+  });
 }

@@ -13,6 +13,7 @@ const migrations: string[] = [
      end_reason TEXT,
      dir TEXT NOT NULL,
      sandbox TEXT NOT NULL,
+     grader_version TEXT NOT NULL,
      owner TEXT NOT NULL,
      created_at INTEGER NOT NULL,
      ended_at INTEGER
@@ -74,6 +75,12 @@ const migrations: string[] = [
      duration_ms INTEGER NOT NULL,
      created_at INTEGER NOT NULL,
      PRIMARY KEY (task_id, grader_version, content_hash)
+   );
+   CREATE TABLE judge_cache (
+     key TEXT PRIMARY KEY,
+     judge TEXT NOT NULL,
+     preference TEXT NOT NULL CHECK (preference IN ('a', 'b', 'tie')),
+     created_at INTEGER NOT NULL
    );`,
 ];
 
@@ -101,6 +108,8 @@ export interface RunRow {
   end_reason: string | null;
   dir: string;
   sandbox: string;
+  /** The grader (and judge) that scores this run's submissions. */
+  grader_version: string;
   /** The server process (pid and start time) that serves the run. */
   owner: string;
   created_at: number;
@@ -212,8 +221,8 @@ export class Store {
   insertRun(run: Omit<RunRow, 'state' | 'end_reason' | 'ended_at'>): void {
     this.db
       .prepare(
-        `INSERT INTO runs (id, task_id, label, budget, state, dir, sandbox, owner, created_at)
-         VALUES (@id, @task_id, @label, @budget, 'active', @dir, @sandbox, @owner, @created_at)`,
+        `INSERT INTO runs (id, task_id, label, budget, state, dir, sandbox, grader_version, owner, created_at)
+         VALUES (@id, @task_id, @label, @budget, 'active', @dir, @sandbox, @grader_version, @owner, @created_at)`,
       )
       .run(run);
   }
@@ -370,6 +379,20 @@ export class Store {
          VALUES (@task_id, @grader_version, @content_hash, @public_score, @private_score, @details, @duration_ms, @created_at)`,
       )
       .run(grade);
+  }
+
+  // judge cache
+
+  getJudgement(key: string): 'a' | 'b' | 'tie' | undefined {
+    const row = this.db.prepare('SELECT preference FROM judge_cache WHERE key = ?').get(key) as
+      { preference: 'a' | 'b' | 'tie' } | undefined;
+    return row?.preference;
+  }
+
+  putJudgement(key: string, judge: string, preference: 'a' | 'b' | 'tie'): void {
+    this.db
+      .prepare('INSERT OR IGNORE INTO judge_cache (key, judge, preference, created_at) VALUES (?, ?, ?, ?)')
+      .run(key, judge, preference, Date.now());
   }
 
   // budget

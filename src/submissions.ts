@@ -5,7 +5,7 @@ import { A2rlError, isA2rlError } from './errors.js';
 import type { RecordEvent } from './recorder.js';
 import type { Run } from './run.js';
 import { discardSnapshot, snapshotDirectory } from './snapshot.js';
-import type { Store, SubmissionRow } from './store.js';
+import type { RunRow, Store, SubmissionRow } from './store.js';
 import type { Task } from './tasks.js';
 
 export interface SubmissionView {
@@ -15,6 +15,8 @@ export interface SubmissionView {
   state: SubmissionRow['state'];
   /** Score on the public half of the evaluation set; null until graded. */
   score: number | null;
+  /** The grader's other numbers on the public half (e.g. LC win rate, the judge). */
+  metrics: Record<string, number | string> | null;
   error: string | null;
   content_hash: string;
   submitted_at_s: number;
@@ -38,6 +40,7 @@ export function viewSubmission(run: Run, row: SubmissionRow): SubmissionView {
     note: row.note,
     state: row.state,
     score: grade?.public_score ?? null,
+    metrics: grade ? publicMetrics(grade.details) : null,
     error: row.error,
     content_hash: row.content_hash.slice(0, 16),
     submitted_at_s: Math.round((row.created_at - run.row.created_at) / 1000),
@@ -45,17 +48,33 @@ export function viewSubmission(run: Run, row: SubmissionRow): SubmissionView {
   };
 }
 
+/** A grade's public-half numbers other than the score itself. */
+export function publicMetrics(details: string): Record<string, number | string> {
+  const { score: _, ...rest } = (JSON.parse(details) as { public?: Record<string, number | string> }).public ?? {};
+  return rest;
+}
+
 export interface GradedSubmission {
   submission_id: string;
   public: number;
   private: number;
+  metrics: Record<string, number | string>;
 }
 
 /** A run's graded submissions in order, with both scores. */
-export function gradedSubmissions(store: Store, task: Task, runId: string): GradedSubmission[] {
-  return store.listSubmissions(runId).flatMap((s) => {
-    const grade = s.state === 'graded' ? store.getGrade(task.id, task.graderVersion, s.content_hash) : undefined;
-    return grade ? [{ submission_id: submissionId(s.id), public: grade.public_score, private: grade.private_score }] : [];
+export function gradedSubmissions(store: Store, run: RunRow): GradedSubmission[] {
+  return store.listSubmissions(run.id).flatMap((s) => {
+    const grade = s.state === 'graded' ? store.getGrade(run.task_id, run.grader_version, s.content_hash) : undefined;
+    return grade
+      ? [
+          {
+            submission_id: submissionId(s.id),
+            public: grade.public_score,
+            private: grade.private_score,
+            metrics: publicMetrics(grade.details),
+          },
+        ]
+      : [];
   });
 }
 

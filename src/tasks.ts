@@ -13,21 +13,45 @@ const taskFileSchema = z.object({
   tier: z.enum(['micro', 'full']),
   paperTask: z.string(),
   grading: z.string(),
+  /** What the 0–100 score measures, e.g. accuracy, pass@1, win rate. */
+  metric: z.string(),
   /** Python package shared by the micro tasks, relative to tasks/. */
   library: z.string(),
   /** Agent-visible Python package of this task: folder and import name. */
   env: z.object({ dir: z.string(), package: z.string().regex(/^[a-z_][a-z0-9_]*$/) }),
   baseModel: z.string(),
   trainData: z.string(),
-  /** Workspace path of the prompts `launch_rollouts` samples from. */
-  rolloutData: z.string(),
   evalData: z.string(),
   grader: z.object({
+    /**
+     * score: the entry writes the scores itself (result.json). execute: the entry writes
+     * programs with test inputs and expected outputs (items.jsonl), the server runs each in
+     * a sandbox of its own and compares. judge: the entry writes responses with references
+     * (items.jsonl), the server has them judged pairwise.
+     */
+    kind: z.enum(['score', 'execute', 'judge']),
     entry: z.string(),
     version: z.string(),
     timeoutSeconds: z.number().positive(),
     cpus: z.number().positive(),
     memoryMb: z.number().int().positive(),
+    /** kind judge: the rubric judge script in grader/. */
+    judge: z.string().optional(),
+    /** kind execute: limits of each program's run. */
+    execution: z
+      .object({
+        timeoutSeconds: z.number().positive(),
+        memoryMb: z.number().int().positive(),
+        pids: z.number().int().positive(),
+        concurrency: z.number().int().positive(),
+      })
+      .optional(),
+  }),
+  rollouts: z.object({
+    /** Workspace path of the prompts `launch_rollouts` samples from. */
+    data: z.string(),
+    /** sandbox: the sampler scores episodes itself; judge: the server has them judged against their references. */
+    reward: z.enum(['sandbox', 'judge']),
   }),
   submission: z.object({
     requiredFiles: z.array(z.string()).min(1),

@@ -12,6 +12,7 @@ function newRun(store: Store, id: string): void {
     id,
     task_id: 'micro-gsm8k',
     label: null,
+    grader_version: 'test',
     owner: 'test',
     budget: '{}',
     dir: '/tmp/x',

@@ -10,6 +10,10 @@ const submissionSchema = z.object({
   note: z.string().nullable(),
   state: z.enum(['queued', 'grading', 'graded', 'failed']),
   score: z.number().nullable().describe('Score (0-100) on the public half of the evaluation set'),
+  metrics: z
+    .record(z.string(), z.union([z.number(), z.string()]))
+    .nullable()
+    .describe("The grader's other numbers on the public half, e.g. lc_win_rate and the judge"),
   error: z.string().nullable().describe('Why grading failed'),
   content_hash: z.string(),
   submitted_at_s: z.number(),
@@ -52,7 +56,7 @@ export const getScoreTool = defineTool({
     } else {
       views = run.engine.store.listSubmissions(run.id).map((row) => viewSubmission(run, row));
     }
-    const best = bestSubmission(gradedSubmissions(run.engine.store, run.task, run.id));
+    const best = bestSubmission(gradedSubmissions(run.engine.store, run.row));
     const baselineGrade = run.engine.grader.cached(run.task, run.task.baseModelHash);
     const baseline = { state: baselineGrade ? ('graded' as const) : ('pending' as const), score: baselineGrade?.public_score ?? null };
     const improvement = best && baseline.score !== null ? Math.round((best.public - baseline.score) * 100) / 100 : null;

@@ -37,7 +37,7 @@ export async function run(
   const process = sandbox.exec({
     command: ['/bin/sh', '-c', script],
     limits,
-    outputFd: fd,
+    output: fd,
     tag: `t${Math.random().toString(36).slice(2, 8)}`,
   });
   closeSync(fd);
