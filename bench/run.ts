@@ -14,7 +14,8 @@ import { RubricJudge } from '../src/judge/rubric.js';
 import { createLogger } from '../src/logger.js';
 import { packageRoot } from '../src/paths.js';
 import { Store } from '../src/store.js';
-import { getTask } from '../src/tasks.js';
+import { getTask, listTaskIds } from '../src/tasks.js';
+import { executePrograms } from '../src/execution.js';
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** digits;
@@ -64,26 +65,28 @@ async function sandboxStart(runs: number) {
   return { runs, p50_ms: round(percentile(times, 50)), p99_ms: round(percentile(times, 99)) };
 }
 
-async function gradingThroughput(home: string) {
-  const task = getTask('micro-gsm8k');
-  const store = new Store(join(home, 'grading-bench.sqlite'));
+/** Grading of each task's base model from scratch: phase one and, by kind, execution or judging. */
+async function gradingThroughput(home: string, taskId: string) {
+  const task = getTask(taskId);
+  const store = new Store(join(home, `grading-${taskId}.sqlite`));
   const { logger } = createLogger();
   logger.level = 'warn';
   const backend = new BubblewrapBackend(`bench-${process.pid}`);
   const jobs = new JobManager(store, logger, `bench-${process.pid}`);
   const grader = new Grader(store, jobs, backend, new RubricJudge(backend, join(home, 'judging')), join(home, 'grading'), logger, 1);
+  const runDir = join(home, `bench-run-${taskId}`);
   store.insertRun({
     id: 'bench',
     task_id: task.id,
     label: null,
-    grader_version: 'test',
-    owner: 'test',
     budget: '{}',
-    dir: join(home, 'bench-run'),
+    dir: runDir,
     sandbox: 'bwrap',
+    grader_version: grader.version(task),
+    owner: 'bench',
     created_at: Date.now(),
   });
-  const problems = ['public.jsonl', 'private.jsonl']
+  const items = ['public.jsonl', 'private.jsonl']
     .map((file) => readFileSync(join(task.paths.evalData, file), 'utf8').trim().split('\n').length)
     .reduce((a, b) => a + b, 0);
   const start = performance.now();
@@ -92,12 +95,41 @@ async function gradingThroughput(home: string) {
     contentHash: task.baseModelHash,
     checkpointDir: task.paths.baseModel,
     runId: 'bench',
-    runDir: join(home, 'bench-run'),
+    runDir,
     record: () => undefined,
   });
   const seconds = (performance.now() - start) / 1000;
   store.close();
-  return { problems, seconds: round(seconds), problems_per_second: round(problems / seconds, 1), baseline_public: grade.public_score };
+  return { items, seconds: round(seconds), items_per_second: round(items / seconds, 1), baseline_public: grade.public_score };
+}
+
+/** What running one model-written program in a sandbox of its own costs. */
+async function programSandboxOverhead(home: string, programs: number) {
+  const task = getTask('micro-humaneval');
+  const items = Array.from({ length: programs }, (_, i) => ({
+    id: String(i),
+    split: 'public' as const,
+    program: 'def f(x):\n    return x + 1\n',
+    entry_point: 'f',
+    calls: [[1], [2], [3], [4], [5]],
+    expected: [2, 3, 4, 5, 6],
+  }));
+  const start = performance.now();
+  const results = await executePrograms(new BubblewrapBackend(`bench-${process.pid}`), task, items, join(home, 'programs'));
+  const seconds = (performance.now() - start) / 1000;
+  if (results.some((r) => r.passed !== 5)) throw new Error('a trivial program failed its tests');
+  return {
+    programs,
+    concurrency: task.grader.execution!.concurrency,
+    seconds: round(seconds),
+    ms_per_program: round((1000 * seconds) / programs, 1),
+  };
+}
+
+async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (const input of inputs) out.push(await f(input));
+  return out;
 }
 
 const home = mkdtempSync(join(tmpdir(), 'a2rl-bench-'));
@@ -112,7 +144,8 @@ const results = {
   measured_at: new Date().toISOString(),
   budget_status_round_trip_stdio: await budgetStatusRoundTrip(home, 1000),
   sandbox_start_exec_true_bwrap: await sandboxStart(100),
-  grading_throughput_micro_gsm8k: await gradingThroughput(home),
+  grading_throughput: Object.fromEntries(await sequential(listTaskIds(), async (id) => [id, await gradingThroughput(home, id)] as const)),
+  program_sandbox_micro_humaneval: await programSandboxOverhead(home, 60),
 };
 process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
 writeFileSync(join(packageRoot, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);

@@ -63,7 +63,8 @@ async function executeOne(backend: SandboxBackend, task: Task, item: ExecutionIt
         { source: dir, target: `${root}/item`, readOnly: true },
         { source: task.paths.env, target: `${root}/lib/${task.env.package}`, readOnly: true },
       ],
-      env: { PYTHONPATH: `${root}/lib`, PYTHONDONTWRITEBYTECODE: '1' },
+      // A fixed hash seed keeps set and dict order, and so outputs, the same on every run.
+      env: { PYTHONPATH: `${root}/lib`, PYTHONDONTWRITEBYTECODE: '1', PYTHONHASHSEED: '0' },
       workdir: '/tmp',
       argv: ['/usr/bin/python3', '-m', `${task.env.package}.execute`, `${root}/item/item.json`],
       limits: { cpus: 1, memoryBytes: limits.memoryMb * 2 ** 20, pids: limits.pids, gpus: [] },

@@ -61,7 +61,8 @@ const taskFileSchema = z.object({
   jobs: z.object({ cpus: z.number().positive(), memoryMb: z.number().int().positive(), pids: z.number().int().positive() }),
   defaultBudget: z.string(),
   instructions: z.string(),
-  oracle: z.string(),
+  /** The scripted replay that must beat the baseline by at least `minImprovement` points within the default budget. */
+  oracle: z.object({ replay: z.string(), minImprovement: z.number().positive() }),
 });
 
 export type TaskFile = z.infer<typeof taskFileSchema>;
@@ -97,7 +98,7 @@ export function loadTask(dir: string): Task {
     evalData: join(dir, file.evalData),
     grader: join(dir, 'grader'),
     instructions: join(dir, file.instructions),
-    oracle: join(dir, file.oracle),
+    oracle: join(dir, file.oracle.replay),
   };
   for (const [name, path] of Object.entries(paths)) {
     if (!existsSync(path)) throw new Error(`task ${file.id}: ${name} not found at ${path}`);

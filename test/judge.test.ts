@@ -8,6 +8,7 @@ import { lengthControlledWinRate, winRate } from '../src/judge/win-rate.js';
 import { Store } from '../src/store.js';
 import { getTask } from '../src/tasks.js';
 import { startFakeLlm } from './helpers/fake-llm.js';
+import { call, startServer, waitScore } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
 
 const task = getTask('micro-gsm8k');
@@ -131,5 +132,67 @@ describe('win rates', () => {
         },
       ),
     );
+  });
+});
+
+describe('an LLM judge configured on the server', () => {
+  const tweak = `python3 -c "
+import torch
+from microlm import checkpoint
+m = checkpoint.load('models/base')
+with torch.no_grad():
+    for p in m.parameters(): p.mul_(1.01)
+checkpoint.save(m, 'output/tweak')
+"`;
+
+  it(
+    'grades through the endpoint, names the judge in the score, and never asks twice for the same outputs',
+    { timeout: 300_000 },
+    async () => {
+      const llm = await startFakeLlm((request) => (request.body.messages[1]!.content.length % 3 === 0 ? 'A' : 'TIE'));
+      const home = tempDir('llm-home');
+      const serverArgs = ['--judge', 'llm', '--judge-url', llm.baseUrl, '--judge-model', 'fake-judge'];
+      try {
+        for (const round of [1, 2]) {
+          const client = await startServer({ home, task: 'micro-alpacaeval', serverArgs });
+          try {
+            const before = llm.requests.length;
+            expect((await call(client, 'exec', { command: tweak })).structured.exit_code).toBe(0);
+            const submitted = await call(client, 'submit_artifact', { path: 'output/tweak' });
+            const scored = await waitScore(client, submitted.structured.submission_id);
+            expect(scored.submissions[0]).toMatchObject({
+              state: 'graded',
+              metrics: { judge: `llm:fake-judge@${new URL(llm.baseUrl).host}` },
+            });
+            expect(scored.submissions[0].metrics.lc_win_rate).toEqual(expect.any(Number));
+            if (round === 1) expect(llm.requests.length).toBeGreaterThan(before);
+            else expect(llm.requests.length).toBe(before);
+          } finally {
+            await client.close();
+          }
+        }
+      } finally {
+        await llm.close();
+      }
+    },
+  );
+
+  it('marks the submission failed with the reason when the judge keeps failing', { timeout: 300_000 }, async () => {
+    const llm = await startFakeLlm(() => ({ status: 503 }));
+    const client = await startServer({
+      home: tempDir('llm-home'),
+      task: 'micro-alpacaeval',
+      serverArgs: ['--judge', 'llm', '--judge-url', llm.baseUrl, '--judge-model', 'down-judge'],
+    });
+    try {
+      expect((await call(client, 'exec', { command: tweak })).structured.exit_code).toBe(0);
+      const submitted = await call(client, 'submit_artifact', { path: 'output/tweak' });
+      const scored = await waitScore(client, submitted.structured.submission_id);
+      expect(scored.submissions[0]).toMatchObject({ state: 'failed', score: null });
+      expect(scored.submissions[0].error).toMatch(/judge llm:down-judge@.* failed: HTTP 503/);
+    } finally {
+      await client.close();
+      await llm.close();
+    }
   });
 });

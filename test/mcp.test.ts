@@ -479,7 +479,7 @@ describe('stdio transport', () => {
     }
   });
 
-  it('refuses an unknown task or a bad budget at the command line', async () => {
+  it('refuses an unknown task, a bad budget or an incomplete judge at the command line', async () => {
     const runCli = (args: string[]) =>
       new Promise<{ code: number | null; stderr: string }>((resolve) => {
         const child = spawn(process.execPath, [join(packageRoot, 'dist/src/cli.js'), ...args], {
@@ -495,5 +495,8 @@ describe('stdio transport', () => {
     const budget = await runCli(['serve', '--task', 'micro-gsm8k', '--budget', 'wall=ten']);
     expect(budget.code).not.toBe(0);
     expect(budget.stderr).toMatch(/Cannot read budget item "wall=ten"/);
+    const judge = await runCli(['serve', '--task', 'micro-gsm8k', '--judge', 'llm']);
+    expect(judge.code).not.toBe(0);
+    expect(judge.stderr).toMatch(/--judge llm needs --judge-url .* and --judge-model/);
   });
 });

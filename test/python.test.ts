@@ -2,10 +2,11 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tasksRoot } from '../src/paths.js';
+import { listTaskIds } from '../src/tasks.js';
 
 // The Python side (microlm, the task packages, generators, graders) has its own unittest suites.
 describe('python task suites', () => {
-  it.each(['micro-gsm8k'])('%s', { timeout: 300_000 }, (task) => {
+  it.each(listTaskIds())('%s', { timeout: 300_000 }, (task) => {
     const result = spawnSync('/usr/bin/python3', [join(tasksRoot, task, 'tests', `test_${task.replace(/-/g, '_')}.py`)], {
       encoding: 'utf8',
     });

@@ -12,11 +12,18 @@ export interface CallResult {
 }
 
 /** A real `a2rl serve` child process with an MCP client on its stdio. */
-export async function startServer(options: { home: string; task?: string; budget?: string; label?: string }): Promise<Client> {
+export async function startServer(options: {
+  home: string;
+  task?: string;
+  budget?: string;
+  label?: string;
+  serverArgs?: string[];
+}): Promise<Client> {
   const { client } = await connectStdio({
     task: options.task ?? 'micro-gsm8k',
     budget: options.budget,
     label: options.label ?? 'test',
+    serverArgs: options.serverArgs,
     home: options.home,
     stderr: 'ignore',
     clientName: 'a2rl-test',
