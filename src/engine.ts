@@ -143,7 +143,7 @@ export class Engine {
       { path: 'lib/microlm', source: task.paths.library },
       { path: `lib/${task.env.package}`, source: task.paths.env },
     ]);
-    const instructions = renderInstructions(task, limits, options.label);
+    const instructions = renderInstructions(task, limits, options.label, this.grader.judge.id);
     writeFileSync(join(dir, 'instructions.md'), instructions, { mode: 0o444 });
     workspace.prepare(writableDirs);
     this.store.insertRun({

@@ -6,7 +6,7 @@ import type { Task } from './tasks.js';
  * The run's brief: the task's own text (objective, data, model, pitfalls) with the
  * run's numbers filled in, then the rules every task shares.
  */
-export function renderInstructions(task: Task, limits: BudgetLimits, label: string | undefined): string {
+export function renderInstructions(task: Task, limits: BudgetLimits, label: string | undefined, judgeId: string): string {
   const values: Record<string, string> = {
     task_id: task.id,
     task_title: task.title,
@@ -18,6 +18,7 @@ export function renderInstructions(task: Task, limits: BudgetLimits, label: stri
     memory_mb: String(task.jobs.memoryMb),
     env_package: task.env.package,
     label: label ?? 'unlabelled',
+    judge: judgeId,
   };
   const taskText = readFileSync(task.paths.instructions, 'utf8').replace(/\{\{(\w+)\}\}/g, (whole, key: string) => values[key] ?? whole);
   return `${taskText.trimEnd()}\n\n${sharedRules(task, limits)}`;

@@ -92,6 +92,17 @@ describe('LLM judge over an OpenAI-compatible endpoint', () => {
     expect((error as Error).message).toMatch(message);
   });
 
+  it('gives up the rest of a grading once one comparison has failed, freeing its slots for the next', async () => {
+    const { llm, judge } = await setup(() => ({ status: 503 }), { concurrency: 2, maxAttempts: 2 });
+    await expect(judge.prefer(task, queries(100))).rejects.toThrow(/HTTP 503/);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Two slots, two attempts each: a few requests, not 2 x 200.
+    expect(llm.requests.length).toBeLessThanOrEqual(6);
+    const sent = llm.requests.length;
+    await expect(judge.prefer(task, queries(1))).rejects.toThrow(/HTTP 503 \(after 2 attempts\)/);
+    expect(llm.requests.length).toBe(sent + 2);
+  });
+
   it('reads verdicts leniently but never guesses', () => {
     expect(parsePreference(' a')).toBe('a');
     expect(parsePreference('B.')).toBe('b');

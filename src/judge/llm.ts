@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import { z } from 'zod';
 import { A2rlError } from '../errors.js';
@@ -49,7 +50,8 @@ class RetryableError extends Error {
 /**
  * An LLM judge behind any OpenAI-compatible chat completions endpoint. Verdicts are cached
  * in the store by (judge, prompt, output A, output B): grading the same outputs again costs
- * nothing. A request that still fails after its retries fails the whole grading.
+ * nothing. A request that still fails after its retries fails the whole grading, and the
+ * grading's other requests are dropped, so they do not hold the shared concurrency slots.
  */
 export class LlmJudge implements Judge {
   readonly id: string;
@@ -64,26 +66,34 @@ export class LlmJudge implements Judge {
   }
 
   async prefer(_task: unknown, queries: PairwiseQuery[]): Promise<Preference[]> {
-    return Promise.all(queries.map((query) => this.limit(() => this.preferOne(query))));
+    const givenUp = new AbortController();
+    try {
+      return await Promise.all(queries.map((query) => this.limit(() => this.preferOne(query, givenUp.signal))));
+    } catch (error) {
+      givenUp.abort(error);
+      throw error;
+    }
   }
 
-  private async preferOne(query: PairwiseQuery): Promise<Preference> {
+  private async preferOne(query: PairwiseQuery, givenUp: AbortSignal): Promise<Preference> {
+    givenUp.throwIfAborted();
     const prompt = judgePrompt(query);
     const key = sha256(JSON.stringify([this.id, systemPrompt, prompt]));
     const cached = this.store.getJudgement(key);
     if (cached) return cached;
-    const preference = await this.requestWithRetries(prompt);
+    const preference = await this.requestWithRetries(prompt, givenUp);
     this.store.putJudgement(key, this.id, preference);
     return preference;
   }
 
-  private async requestWithRetries(prompt: string): Promise<Preference> {
+  private async requestWithRetries(prompt: string, givenUp: AbortSignal): Promise<Preference> {
     const attempts = this.options.maxAttempts ?? 4;
     let wait = this.options.firstBackoffMs ?? 1000;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.request(prompt);
+        return await this.request(prompt, givenUp);
       } catch (error) {
+        givenUp.throwIfAborted();
         if (!(error instanceof RetryableError) || attempt >= attempts) {
           throw new A2rlError(
             'GRADING_FAILED',
@@ -93,13 +103,13 @@ export class LlmJudge implements Judge {
             },
           );
         }
-        await new Promise((resolve) => setTimeout(resolve, error.retryAfterMs ?? wait * (0.75 + Math.random() / 2)));
+        await sleep(error.retryAfterMs ?? wait * (0.75 + Math.random() / 2), undefined, { signal: givenUp });
         wait *= 2;
       }
     }
   }
 
-  private async request(prompt: string): Promise<Preference> {
+  private async request(prompt: string, givenUp: AbortSignal): Promise<Preference> {
     let response: Response;
     try {
       response = await fetch(`${this.options.baseUrl.replace(/\/+$/, '')}/chat/completions`, {
@@ -114,7 +124,7 @@ export class LlmJudge implements Judge {
             { role: 'user', content: prompt },
           ],
         }),
-        signal: AbortSignal.timeout(this.options.requestTimeoutMs ?? 60_000),
+        signal: AbortSignal.any([givenUp, AbortSignal.timeout(this.options.requestTimeoutMs ?? 60_000)]),
       });
     } catch (error) {
       throw new RetryableError(`request failed: ${(error as Error).message}`);

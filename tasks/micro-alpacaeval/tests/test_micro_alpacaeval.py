@@ -1,0 +1,275 @@
+"""Checks of micro-alpacaeval that run in seconds on a CPU.
+
+    /usr/bin/python3 tasks/micro-alpacaeval/tests/test_micro_alpacaeval.py
+
+Builds its own library folder (symlinks microlm and micro_alpacaeval, as the
+sandbox mounts them), so no PYTHONPATH is needed. The microlm package itself is
+tested by tasks/micro-gsm8k/tests.
+"""
+
+import atexit
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TASK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIB = tempfile.mkdtemp(prefix="a2rl-lib-")
+atexit.register(shutil.rmtree, LIB)
+os.symlink(os.path.join(os.path.dirname(TASK), "microlm"), os.path.join(LIB, "microlm"))
+os.symlink(os.path.join(TASK, "env"), os.path.join(LIB, "micro_alpacaeval"))
+sys.path.insert(0, LIB)
+sys.path.insert(0, os.path.join(TASK, "grader"))  # judge.py
+
+import judge  # noqa: E402
+from micro_alpacaeval import constraints, format_completion, format_prompt  # noqa: E402
+from micro_alpacaeval.constraints import check, describe, failed, satisfied, words  # noqa: E402
+from micro_alpacaeval.lexicon import WORDS, known_fraction  # noqa: E402
+
+BASE = os.path.join(TASK, "model")
+SPLITS = ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl")
+
+
+def run(args, **kwargs):
+    env = dict(os.environ, PYTHONPATH=LIB)
+    return subprocess.run([sys.executable] + args, cwd=TASK, env=env, capture_output=True, text=True, **kwargs)
+
+
+def load(rel):
+    with open(os.path.join(TASK, rel)) as f:
+        return [json.loads(line) for line in f]
+
+
+class Constraints(unittest.TestCase):
+    # (constraint, texts that obey it, texts that break it)
+    CASES = [
+        ({"type": "bullets", "count": 2}, ["- Tea is warm.\n- It relaxes.", "Hi Sam,\n  - One.\n- Two."],
+         ["- Only one.", "- A.\n- B.\n- C.", "1. A.\n2. B.", "A - B - C."]),
+        ({"type": "numbered"}, ["1. Rinse it.\n2. Cook it.", "Dear Sam,\n1. A.\n2. B.\n3. C."],
+         ["1. Only one.", "1. A.\n3. B.", "2. A.\n3. B.", "1. A.\n2. B.\n- C.", "- A.\n- B."]),
+        ({"type": "one_sentence"}, ["Tea is a warm drink.", "Is it warm?", "Yes, I can come!"],
+         ["Tea is warm. It relaxes.", "Tea is warm", "Hi Sam,\nTea is warm.", "Wow! Tea."]),
+        ({"type": "all_caps"}, ["TEA IS WARM.", "DEAR SAM,\n- A 2ND CUP."], ["TEA IS wARM.", "Tea is warm."]),
+        ({"type": "lowercase"}, ["tea is warm.", "hi sam!"], ["tea is Warm.", "TEA."]),
+        ({"type": "max_words", "count": 4}, ["Tea is warm.", "Tea: don't stop, 1 2 3 4 5."],
+         ["Tea is very warm now.", ""]),
+        ({"type": "exact_words", "count": 3}, ["Tea is warm.", "- Tea, is... warm!"], ["Tea is.", "Tea is so warm."]),
+        ({"type": "include", "word": "Routine"}, ["Keep a routine.", "ROUTINE!"], ["Keep routines.", "No rou-tine."]),
+        ({"type": "exclude", "word": "warm"}, ["Tea is hot.", "Tea is warmer."], ["Tea is WARM.", "warm"]),
+        ({"type": "formal"}, ["Dear Sam,\nThe meeting is on Monday.", "\nDEAR SAM, it is fine."],
+         ["Hi Sam,\nThe meeting is on Monday.", "Dear Sam,\nIt's on Monday.", "Dear Sam,\nSee you!", "Dear, Sam."]),
+        ({"type": "friendly"}, ["Hi Sam! See you.", "Great!"], ["Hi Sam, see you.", ""]),
+    ]
+
+    def test_every_type_on_positive_and_negative_examples(self):
+        self.assertEqual({c["type"] for c, _, _ in self.CASES}, set(constraints.TYPES))
+        for constraint, good, bad in self.CASES:
+            for text in good:
+                self.assertTrue(check(constraint, text), (constraint, text))
+            for text in bad:
+                self.assertFalse(check(constraint, text), (constraint, text))
+            self.assertIsInstance(describe(constraint), str)
+
+    def test_a_response_without_words_satisfies_nothing(self):
+        for constraint, _, _ in self.CASES:
+            for text in ("", "  \n", "!!!", "- 1.\n- 2."):
+                self.assertFalse(check(constraint, text), (constraint, text))
+
+    def test_words_and_helpers(self):
+        self.assertEqual(words("- Don't stop: 3 cups, well-known!"), ["Don't", "stop", "cups", "well", "known"])
+        cs = [{"type": "lowercase"}, {"type": "max_words", "count": 2}]
+        self.assertEqual(satisfied(cs, "tea is warm."), 1)
+        self.assertEqual(failed(cs, "tea is warm."), [cs[1]])
+        self.assertEqual(describe({"type": "max_words", "count": 12}), "at most 12 words")
+
+    def test_malformed_constraints_are_rejected(self):
+        for bad in ({"type": "shout"}, {"type": "bullets"}, {"type": "bullets", "count": 0},
+                    {"type": "max_words", "count": True}, {"type": "include", "word": "two words"}, "bullets"):
+            self.assertRaises(ValueError, check, bad, "text")
+
+    def test_prompt_format(self):
+        self.assertEqual(format_prompt("Describe tea."), "Instruction: Describe tea.\nResponse:\n")
+        self.assertEqual(format_completion("Tea is warm."), "Tea is warm.")
+
+
+class Data(unittest.TestCase):
+    def test_generate_is_reproducible(self):
+        with tempfile.TemporaryDirectory() as d:
+            proc = run(["generate.py", "--out-dir", d])
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            for rel in SPLITS + ("env/lexicon.txt",):
+                with open(os.path.join(d, rel), "rb") as a, open(os.path.join(TASK, rel), "rb") as b:
+                    self.assertEqual(a.read(), b.read(), rel)
+
+    def test_splits_are_disjoint_and_eval_combinations_unseen(self):
+        sys.path.insert(0, TASK)
+        try:
+            import generate
+        finally:
+            sys.path.remove(TASK)
+        patterns = []  # the task sentence of each kind, as a regex capturing its subject
+        for kind, phrases in generate.TASK_PHRASES.items():
+            for phrase in phrases:
+                regex = re.escape(phrase).replace(r"\{subject\}", "(?P<subject>.+?)")
+                regex = regex.replace(r"\{n\}", "(two|three|some)").replace(r"\{name\}", "[A-Z][a-z]+")
+                patterns.append((kind, re.compile(regex + "(?= |$)")))
+
+        def combination(item):
+            for kind, pattern in patterns:
+                m = pattern.match(item["instruction"])
+                if m and m.group("subject") in generate.BANKS[kind]:
+                    return kind, m.group("subject"), frozenset(c["type"] for c in item["constraints"])
+            self.fail(f"no task sentence in {item['instruction']!r}")
+
+        train, public, private = (load(rel) for rel in SPLITS)
+        self.assertEqual((len(train), len(public), len(private)), (4000, 200, 200))
+        instructions = [it["instruction"] for it in train + public + private]
+        self.assertEqual(len(set(instructions)), len(instructions))
+        ids = [it["id"] for it in train + public + private]
+        self.assertEqual(len(set(ids)), len(ids))
+        seen = {combination(it) for it in train}
+        for item in public + private:
+            self.assertNotIn(combination(item), seen, item["instruction"])
+
+    def test_references_break_at_most_one_constraint_and_read_well(self):
+        flawed = 0
+        for rel in SPLITS:
+            for item in load(rel):
+                self.assertLessEqual(len(failed(item["constraints"], item["reference"])), 1, item)
+                flawed += bool(failed(item["constraints"], item["reference"]))
+                checks = judge.quality_checks(item["instruction"], item["reference"])
+                self.assertEqual(sum(checks.values()), len(checks), (item, checks))
+                self.assertEqual(known_fraction(item["reference"]), 1.0, item)
+                self.assertLessEqual(len(format_prompt(item["instruction"])), 124)
+                self.assertLessEqual(len(item["reference"]), 120)
+        self.assertTrue(0.2 < flawed / 4400 < 0.4, flawed)
+        self.assertIn("routine", WORDS)
+
+
+class Judge(unittest.TestCase):
+    PAIRS = [
+        {"id": "p1", "instruction": "Describe tea. Use only capital letters.", "constraints": [{"type": "all_caps"}],
+         "output_a": "TEA IS A WARM DRINK MADE FROM LEAVES.", "output_b": "Tea is a warm drink made from leaves."},
+        {"id": "p2", "instruction": "Describe tea.", "constraints": [],
+         "output_a": "Tea is a warm drink made from leaves.", "output_b": "Tea is a warm drink made from leaves."},
+        {"id": "p3", "instruction": "Describe tea. Use at most 9 words.", "constraints": [{"type": "max_words", "count": 9}],
+         "output_a": "Tea is a warm drink made from leaves", "output_b": "Tea is a warm drink made from leaves."},
+        {"id": "p4", "instruction": "Describe tea. Use at most 9 words.", "constraints": [{"type": "max_words", "count": 9}],
+         "output_a": "", "output_b": "Tea tea tea tea tea tea tea tea tea"},
+        {"id": "p5", "instruction": "Describe tea. Use at most 9 words.", "constraints": [{"type": "max_words", "count": 9}],
+         "output_a": "Tea is a warm drink.", "output_b": "Tqa zs a wxrm dtink."},
+    ]
+
+    def write_pairs(self, d, pairs):
+        path = os.path.join(d, "pairs.jsonl")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(p) + "\n" for p in pairs))
+        return path
+
+    def test_cli_contract_and_determinism(self):
+        with tempfile.TemporaryDirectory() as d:
+            pairs = self.write_pairs(d, self.PAIRS)
+            outputs = []
+            for name in ("a.jsonl", "b.jsonl"):
+                proc = run(["grader/judge.py", "--pairs", pairs, "--out", os.path.join(d, name)])
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                with open(os.path.join(d, name)) as f:
+                    outputs.append(f.read())
+            self.assertEqual(outputs[0], outputs[1])
+            verdicts = [json.loads(line) for line in outputs[0].splitlines()]
+        self.assertEqual([v["id"] for v in verdicts], [p["id"] for p in self.PAIRS])
+        for v in verdicts:
+            self.assertEqual(set(v), {"id", "preference", "score_a", "score_b"})
+            self.assertIn(v["preference"], ("a", "b", "tie"))
+        # Constraint first; then quality (no final period, a word loop, unknown words); identical is a tie.
+        self.assertEqual([v["preference"] for v in verdicts], ["a", "tie", "b", "b", "a"])
+        self.assertEqual(verdicts[3]["score_a"], 0.0)
+        self.assertEqual(verdicts[1]["score_a"], 11.0)
+
+    def test_swapping_the_outputs_swaps_the_verdict(self):
+        mirror = {"a": "b", "b": "a", "tie": "tie"}
+        pairs = list(self.PAIRS)
+        for item in load("eval/public.jsonl")[:40]:  # references against each other's texts
+            pairs.append({"id": item["id"], "instruction": item["instruction"], "constraints": item["constraints"],
+                          "output_a": item["reference"], "output_b": item["reference"].upper()})
+        for pair in pairs:
+            forward = judge.judge(pair)
+            backward = judge.judge(dict(pair, output_a=pair["output_b"], output_b=pair["output_a"]))
+            self.assertEqual(backward["preference"], mirror[forward["preference"]], pair)
+            self.assertEqual((backward["score_a"], backward["score_b"]), (forward["score_b"], forward["score_a"]))
+
+    def test_bad_pairs_exit_2_without_output(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "v.jsonl")
+            pairs = self.write_pairs(d, [dict(self.PAIRS[0], constraints=[{"type": "nope"}])])
+            proc = run(["grader/judge.py", "--pairs", pairs, "--out", out])
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("line 1", proc.stderr)
+            self.assertFalse(os.path.exists(out))
+
+
+class Grading(unittest.TestCase):
+    def test_base_model_generation_is_deterministic_and_scores_low(self):
+        with tempfile.TemporaryDirectory() as d:
+            outs = [os.path.join(d, name) for name in ("a.jsonl", "b.jsonl")]
+            env = dict(os.environ, PYTHONPATH=LIB)
+            cmd = [sys.executable, "grader/generate.py", "--checkpoint", BASE, "--eval-dir", "eval", "--out"]
+            # Both runs at once: each is single-threaded.
+            procs = [subprocess.Popen(cmd + [out], cwd=TASK, env=env, stderr=subprocess.PIPE, text=True) for out in outs]
+            for proc in procs:
+                _, stderr = proc.communicate()
+                self.assertEqual(proc.returncode, 0, stderr)
+            with open(outs[0]) as a, open(outs[1]) as b:
+                self.assertEqual(a.read(), b.read())
+            with open(outs[0]) as f:
+                rows = [json.loads(line) for line in f]
+            self.assertEqual(len(rows), 400)
+            self.assertEqual(set(rows[0]), {"id", "split", "instruction", "constraints", "reference", "response"})
+            self.assertEqual([r["split"] for r in rows], ["public"] * 200 + ["private"] * 200)
+            proc = run(["grader/score.py", "--responses", outs[0]])
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            result = json.loads(proc.stdout)
+            for split in ("public", "private"):
+                self.assertTrue(2 <= result[split]["win_rate"] <= 20, result)
+
+    def test_bad_checkpoints_exit_2_without_output(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "responses.jsonl")
+            proc = run(["grader/generate.py", "--checkpoint", d, "--eval-dir", "eval", "--out", out])
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("invalid checkpoint", proc.stderr)
+            small = os.path.join(d, "small")
+            code = ("from microlm import GPT, GPTConfig, checkpoint; "
+                    f"checkpoint.save(GPT(GPTConfig(context_len=64, n_layer=1, d_model=32, n_head=2)), {small!r})")
+            self.assertEqual(run(["-c", code]).returncode, 0)
+            proc = run(["grader/generate.py", "--checkpoint", small, "--eval-dir", "eval", "--out", out])
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("context_len", proc.stderr)
+            self.assertFalse(os.path.exists(out))
+
+    def test_rollouts(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "r.jsonl")
+            args = ["-m", "micro_alpacaeval.rollouts", "--checkpoint", BASE, "--data", "data/train.jsonl",
+                    "--n", "16", "--group-size", "4", "--seed", "3", "--max-new-tokens", "64", "--out", out]
+            proc = run(args)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(json.loads(proc.stdout), {"episodes": 16, "out": out})
+            with open(out) as f:
+                rows = [json.loads(line) for line in f]
+            self.assertEqual(len(rows), 16)
+            self.assertEqual(len({r["prompt_index"] for r in rows}), 4)
+            self.assertEqual(set(rows[0]), {"prompt_index", "instruction", "constraints", "reference", "prompt", "completion"})
+            train = load("data/train.jsonl")
+            self.assertEqual(rows[0]["reference"], train[rows[0]["prompt_index"]]["reference"])
+            self.assertEqual(rows[0]["prompt"], format_prompt(rows[0]["instruction"]))
+            self.assertEqual(run(args[:6] + ["--n", "15", "--group-size", "4", "--out", out]).returncode, 2)
+            self.assertEqual(run(args[:2] + ["--checkpoint", d] + args[4:]).returncode, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
