@@ -5,12 +5,15 @@ import { parseBudget } from './budget.js';
 import { connectStdio } from './client.js';
 import { formatSummaryTable, runDemo } from './demo.js';
 import { Engine, type JudgeConfig } from './engine.js';
-import { isA2rlError } from './errors.js';
+import { A2rlError, isA2rlError } from './errors.js';
 import { createLogger } from './logger.js';
 import { defaultHome } from './paths.js';
 import { loadReplay, playReplay } from './replay.js';
 import { serverVersion } from './server.js';
 import { getTask, listTaskIds } from './tasks.js';
+import { Store } from './store.js';
+import { issueRunToken, revokeRun } from './tokens.js';
+import { serveHttp } from './transports/http.js';
 import { serveStdio } from './transports/stdio.js';
 
 const program = new Command()
@@ -55,27 +58,160 @@ function judgeConfig(options: JudgeOptions): JudgeConfig {
   return { kind: 'llm', baseUrl: options.judgeUrl, model: options.judgeModel, apiKey: process.env[options.judgeKeyEnv] };
 }
 
+function portOption(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new InvalidArgumentError('Give a port number from 0 to 65535 (0: any free port).');
+  return port;
+}
+
+interface ServeOptions extends JudgeOptions {
+  task?: string;
+  budget?: string;
+  label?: string;
+  http?: boolean;
+  host: string;
+  port: number;
+  allowHost: string[];
+  adminTokenEnv: string;
+}
+
 program
   .command('serve')
-  .description('serve one benchmark run over MCP stdio (stdout is the protocol; logs go to stderr and the run folder)')
-  .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
-  .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m,submissions=10,episodes=2000', budgetOption)
-  .option('--label <name>', 'who is being benchmarked, e.g. claude-code-opus')
+  .description(
+    'serve one benchmark run over MCP stdio (stdout is the protocol; logs go to stderr and the run folder), ' +
+      'or with --http every run made by `a2rl runs create` over MCP Streamable HTTP and HTTP+SSE',
+  )
+  .option('--task <id>', 'stdio: task to run, e.g. micro-gsm8k', taskOption)
+  .option('--budget <spec>', 'stdio: limits over the task default, e.g. wall=30m,compute=20m,submissions=10,episodes=2000', budgetOption)
+  .option('--label <name>', 'stdio: who is being benchmarked, e.g. claude-code-opus')
+  .option('--http', 'serve runs over HTTP instead of one run over stdio')
+  .option('--host <address>', 'HTTP: address to listen on; anything but loopback is reachable from other machines', '127.0.0.1')
+  .option('--port <n>', 'HTTP: port to listen on (0: any free port)', portOption, 8700)
+  .option(
+    '--allow-host <name>',
+    'HTTP: a further Host/Origin name clients may use (repeatable)',
+    (v: string, all: string[]) => [...all, v],
+    [],
+  )
+  .option('--admin-token-env <name>', 'HTTP: environment variable holding the admin token that enables POST /runs', 'A2RL_ADMIN_TOKEN')
   .addOption(
     new Option('--judge <kind>', "judge of judge-graded tasks: the task's rubric or an LLM").choices(['rubric', 'llm']).default('rubric'),
   )
   .option('--judge-url <url>', 'OpenAI-compatible base URL for --judge llm, e.g. https://api.openai.com/v1')
   .option('--judge-model <name>', 'model name for --judge llm')
   .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY')
-  .action(async (options: { task: string; budget?: string; label?: string } & JudgeOptions) => {
+  .action(async (options: ServeOptions) => {
     const judge = judgeConfig(options);
+    if (options.http && (options.task || options.budget || options.label)) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        'serve --http serves the runs of the store: create each with a2rl runs create --task ID [--budget ...] [--label ...], and drop --task, --budget and --label here.',
+      );
+    }
+    if (!options.http && !options.task) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        'serve needs --task ID for a run over stdio, or --http to serve runs made with a2rl runs create.',
+      );
+    }
     const log = createLogger();
     const engine = await Engine.open({ home: home(), logger: log.logger, judge });
-    const run = await engine.createRun({ taskId: options.task, budget: options.budget, label: options.label });
+    if (options.http) {
+      log.addFile(join(home(), 'server.log'));
+      await serveHttp(engine, {
+        host: options.host,
+        port: options.port,
+        allowHosts: options.allowHost,
+        adminToken: process.env[options.adminTokenEnv] || undefined,
+      });
+      return;
+    }
+    const run = await engine.createRun({ taskId: options.task!, budget: options.budget, label: options.label });
     log.addFile(join(run.dir, 'server.log'));
     log.logger.info({ run: run.id, dir: run.dir, judge: engine.grader.judge.id }, 'run ready');
     await serveStdio(engine, run);
   });
+
+const runs = program.command('runs').description('create, list and revoke the runs that serve --http serves to remote agents');
+
+runs
+  .command('create')
+  .description('create a run for a remote agent; prints its id, its token (shown once) and client configuration')
+  .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
+  .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m,submissions=10,episodes=2000', budgetOption)
+  .option('--label <name>', 'who is being benchmarked, e.g. claude-code-opus')
+  .option('--url <url>', 'the MCP endpoint clients will use', 'http://127.0.0.1:8700/mcp')
+  .option('--json', 'print {run_id, token, url} as JSON only')
+  .addOption(
+    new Option('--judge <kind>', 'judge of judge-graded tasks; the same as serve --http uses').choices(['rubric', 'llm']).default('rubric'),
+  )
+  .option('--judge-url <url>', 'OpenAI-compatible base URL for --judge llm')
+  .option('--judge-model <name>', 'model name for --judge llm')
+  .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY')
+  .action(async (options: { task: string; budget?: string; label?: string; url: string; json?: boolean } & JudgeOptions) => {
+    const engine = await Engine.open({ home: home(), judge: judgeConfig(options) });
+    try {
+      const run = engine.prepareRun({ taskId: options.task, budget: options.budget, label: options.label });
+      const token = issueRunToken(engine.store, run.id);
+      process.stdout.write(
+        options.json ? `${JSON.stringify({ run_id: run.id, token, url: options.url })}\n` : clientSetup(run.id, token, options.url),
+      );
+    } finally {
+      await engine.close();
+    }
+  });
+
+runs
+  .command('revoke <run-id>')
+  .description("revoke a run's token and end the run: its sessions are refused, its jobs stop")
+  .action((runId: string) => {
+    const store = new Store(join(home(), 'store.sqlite'));
+    try {
+      revokeRun(store, runId);
+      process.stdout.write(`run ${runId} revoked and ended\n`);
+    } finally {
+      store.close();
+    }
+  });
+
+runs
+  .command('list')
+  .description('list runs: id, task, label, state, transport and token')
+  .action(() => {
+    const store = new Store(join(home(), 'store.sqlite'));
+    try {
+      for (const run of store.listRuns()) {
+        const token = store.getRunToken(run.id);
+        const access = !token ? 'stdio' : token.revoked_at === null ? 'http' : 'http, revoked';
+        const state = run.state === 'ended' ? `ended (${run.end_reason})` : 'active';
+        process.stdout.write(`${run.id}\t${run.task_id}\t${run.label ?? '-'}\t${access}\t${state}\n`);
+      }
+    } finally {
+      store.close();
+    }
+  });
+
+/** What an operator pastes into a client to connect it to the run. */
+function clientSetup(runId: string, token: string, url: string): string {
+  const sseUrl = url.replace(/\/mcp$/, '/sse');
+  return `run ${runId}
+token ${token}
+(shown once: the store keeps only its hash; a2rl runs revoke ${runId} ends the run)
+
+Claude Code:
+  claude mcp add --transport http a2rl ${url} --header "Authorization: Bearer ${token}"
+
+Codex CLI (~/.codex/config.toml):
+  [mcp_servers.a2rl]
+  url = "${url}"
+  http_headers = { "Authorization" = "Bearer ${token}" }
+  tool_timeout_sec = 120
+
+Any MCP client (mcpServers JSON; clients that only speak HTTP+SSE use ${sseUrl}):
+  ${JSON.stringify({ mcpServers: { a2rl: { type: 'http', url, headers: { Authorization: `Bearer ${token}` } } } })}
+`;
+}
 
 program
   .command('demo')

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { cgroupsUnavailableReason, JobCgroup, sweepCgroups } from '../sandbox/cgroup.js';
 import { processStartTime } from '../sandbox/process-tree.js';
 import type { SandboxBackend } from '../sandbox/sandbox.js';
-import { formatBudget, parseBudget } from './budget.js';
+import { type BudgetLimits, formatBudget, parseBudget } from './budget.js';
 import { renderInstructions } from './instructions.js';
 import { A2rlError } from './errors.js';
 import { Grader } from './grading.js';
@@ -15,10 +15,10 @@ import { RubricJudge } from './judge/rubric.js';
 import { createLogger, type Logger } from './logger.js';
 import { packageRoot } from './paths.js';
 import { eventRecorder } from './recorder.js';
-import { Run } from './run.js';
-import { Store } from './store.js';
+import { agentJobKinds, Run } from './run.js';
+import { type RunRow, Store, type SubmissionRow } from './store.js';
 import { startGrading } from './submissions.js';
-import { getTask } from './tasks.js';
+import { getTask, type Task } from './tasks.js';
 import { Workspace } from './workspace.js';
 
 export type JudgeConfig = { kind: 'rubric' } | ({ kind: 'llm' } & LlmJudgeOptions);
@@ -47,6 +47,7 @@ const writableDirs = ['code', 'output', 'rollouts'];
  */
 export class Engine {
   private readonly runs = new Map<string, Run>();
+  private readonly adopting = new Map<string, Promise<Run>>();
   private readonly ticker: NodeJS.Timeout;
   private closed = false;
   private ticking = false;
@@ -85,8 +86,9 @@ export class Engine {
   }
 
   /**
-   * After a crash: the jobs and runs of servers that are gone end (jobs as lost), their
-   * unfinished gradings are graded here, and their cgroups are swept.
+   * After a crash: the jobs of servers that are gone end (as lost) and their cgroups are
+   * swept. Their runs end and their unfinished gradings are graded here, except active
+   * runs served over HTTP (those with a token): they wait for an HTTP server to adopt them.
    */
   private recover(): void {
     const now = Date.now();
@@ -106,46 +108,53 @@ export class Engine {
       this.logger.warn({ job: job.id, run: job.run_id }, 'job of a stopped server marked lost');
     }
     for (const run of this.store.listActiveRuns()) {
-      if (ownerAlive(run.owner)) continue;
+      if (ownerAlive(run.owner) || this.isRemote(run.id)) continue;
       this.store.endRun(run.id, 'the server stopped before the run ended', now);
       eventRecorder(this.store, run.id, run.created_at)('run', 'ended', { reason: 'the server stopped before the run ended' });
     }
     for (const submission of this.store.listUnfinishedSubmissions()) {
       const run = this.store.getRun(submission.run_id)!;
-      if (ownerAlive(run.owner)) continue;
-      this.logger.info({ run: run.id, submission: submission.id }, 're-grading a submission left unfinished by a stopped server');
-      startGrading(
-        this,
-        getTask(run.task_id),
-        { id: run.id, dir: run.dir, record: eventRecorder(this.store, run.id, run.created_at) },
-        submission,
-      );
+      if (ownerAlive(run.owner) || (run.state === 'active' && this.isRemote(run.id))) continue;
+      this.regrade(run, submission);
     }
     sweepCgroups(ownerAlive);
   }
 
+  private regrade(run: RunRow, submission: SubmissionRow): void {
+    this.logger.info({ run: run.id, submission: submission.id }, 're-grading a submission left unfinished by a stopped server');
+    startGrading(
+      this,
+      getTask(run.task_id),
+      { id: run.id, dir: run.dir, record: eventRecorder(this.store, run.id, run.created_at) },
+      submission,
+    );
+  }
+
+  /** Whether the run is served over HTTP (has a token) rather than to one stdio client. */
+  isRemote(runId: string): boolean {
+    return this.store.getRunToken(runId) !== undefined;
+  }
+
+  /** Creates a run and serves it from this process. */
   async createRun(options: CreateRunOptions): Promise<Run> {
+    return this.serveRun(this.prepareRun(options));
+  }
+
+  /**
+   * Writes a new run to the store and prepares its folder, owned by this process; nothing
+   * serves it yet. A run prepared by a short-lived command is adopted by an HTTP server.
+   */
+  prepareRun(options: CreateRunOptions): RunRow {
     const task = getTask(options.taskId);
     const limits = parseBudget(options.budget, task.defaultLimits);
     const createdAt = Date.now();
     const id = `${new Date(createdAt).toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}-${randomBytes(3).toString('hex')}`;
     const dir = join(this.home, 'runs', id);
     // Empty read-only folders that models/ and lib/ show, with mount points for what lies in them.
-    const skeleton = join(dir, 'skeleton');
-    mkdirSync(join(skeleton, 'models'), { recursive: true });
-    mkdirSync(join(skeleton, 'lib'), { recursive: true });
-    const workspace = new Workspace(join(dir, 'workspace'), [
-      { path: 'instructions.md', source: join(dir, 'instructions.md') },
-      { path: 'data', source: task.paths.trainData },
-      { path: 'models', source: join(skeleton, 'models') },
-      { path: 'models/base', source: task.paths.baseModel },
-      { path: 'lib', source: join(skeleton, 'lib') },
-      { path: 'lib/microlm', source: task.paths.library },
-      { path: `lib/${task.env.package}`, source: task.paths.env },
-    ]);
-    const instructions = renderInstructions(task, limits, options.label, this.grader.judge.id);
-    writeFileSync(join(dir, 'instructions.md'), instructions, { mode: 0o444 });
-    workspace.prepare(writableDirs);
+    mkdirSync(join(dir, 'skeleton', 'models'), { recursive: true });
+    mkdirSync(join(dir, 'skeleton', 'lib'), { recursive: true });
+    writeFileSync(join(dir, 'instructions.md'), renderInstructions(task, limits, options.label, this.grader.judge.id), { mode: 0o444 });
+    workspaceOf(task, dir).prepare(writableDirs);
     this.store.insertRun({
       id,
       task_id: task.id,
@@ -157,21 +166,85 @@ export class Engine {
       owner: this.owner,
       created_at: createdAt,
     });
+    eventRecorder(this.store, id, createdAt)('run', 'created', {
+      task: task.id,
+      label: options.label ?? null,
+      budget: limits,
+      sandbox: this.backend.name,
+    });
+    this.logger.info({ run: id, task: task.id, budget: formatBudget(limits) }, 'run created');
+    return this.store.getRun(id)!;
+  }
+
+  /** Serves a run this process owns: its sandbox, budget enforcement, the baseline grade. */
+  private async serveRun(row: RunRow): Promise<Run> {
+    const task = getTask(row.task_id);
+    const workspace = workspaceOf(task, row.dir);
     const sandbox = await this.backend.create({
-      name: id,
+      name: row.id,
       mounts: workspace.sandboxMounts(),
       // The store, all runs and the package (graders, evaluation data) stay invisible even where a system path would hold them.
       hidden: [this.home, packageRoot],
       env: { PYTHONPATH: '/workspace/lib', PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1' },
       workdir: '/workspace',
     });
-    const record = eventRecorder(this.store, id, createdAt);
-    const run = new Run(this, this.store.getRun(id)!, task, limits, workspace, sandbox, instructions, record);
-    this.runs.set(id, run);
-    record('run', 'created', { task: task.id, label: options.label ?? null, budget: limits, sandbox: this.backend.name });
-    this.logger.info({ run: id, task: task.id, budget: formatBudget(limits) }, 'run created');
+    const instructions = readFileSync(join(row.dir, 'instructions.md'), 'utf8');
+    const record = eventRecorder(this.store, row.id, row.created_at);
+    const run = new Run(this, row, task, JSON.parse(row.budget) as BudgetLimits, workspace, sandbox, instructions, record);
+    this.runs.set(row.id, run);
     void this.gradeBaseline(run).catch(() => undefined);
     return run;
+  }
+
+  /**
+   * The run this process serves under `id`, adopting it when its server is gone (an HTTP
+   * server restarted, or the run was made by `a2rl runs create`): unfinished gradings
+   * are graded again here. Refused while another live server serves it.
+   */
+  async remoteRun(id: string): Promise<Run> {
+    const served = this.runs.get(id);
+    if (served) return served;
+    const adopting = this.adopting.get(id) ?? this.adopt(id).finally(() => this.adopting.delete(id));
+    this.adopting.set(id, adopting);
+    return adopting;
+  }
+
+  private async adopt(id: string): Promise<Run> {
+    const row = this.store.getRun(id);
+    if (!row) throw new A2rlError('NOT_FOUND', `No run "${id}" in this server's store; create one with a2rl runs create.`);
+    const version = this.grader.version(getTask(row.task_id));
+    if (row.grader_version !== version) {
+      throw new A2rlError(
+        'CONFLICT',
+        `Run ${id} is graded by ${row.grader_version}, this server by ${version}; serve it with the judge it was created with.`,
+      );
+    }
+    if (row.owner !== this.owner && (ownerAlive(row.owner) || !this.store.claimRun(id, row.owner, this.owner))) {
+      throw new A2rlError(
+        'CONFLICT',
+        `Run ${id} is served by another a2rl process (pid ${row.owner.split('-')[0]}); connect to that server, or stop it first.`,
+      );
+    }
+    const run = await this.serveRun(this.store.getRun(id)!);
+    run.record('run', 'adopted', { owner: this.owner });
+    for (const submission of this.store.listUnfinishedSubmissions()) {
+      if (submission.run_id === id) this.regrade(row, submission);
+    }
+    this.logger.info({ run: id }, 'run adopted');
+    return run;
+  }
+
+  /** Adopts every active HTTP run whose server is gone, so budgets are enforced even while no agent is connected. */
+  async adoptOrphanedRuns(): Promise<void> {
+    for (const row of this.store.listActiveRuns()) {
+      if (this.runs.has(row.id) || ownerAlive(row.owner) || !this.isRemote(row.id)) continue;
+      await this.remoteRun(row.id).catch((error: unknown) => this.logger.warn({ run: row.id, err: error }, 'could not adopt run'));
+    }
+  }
+
+  /** How many runs this process serves that are still active. */
+  activeRunCount(): number {
+    return [...this.runs.values()].filter((run) => run.state === 'active').length;
   }
 
   /** The untouched base model's grade, computed once per (task, model, grader version). */
@@ -200,17 +273,35 @@ export class Engine {
     }
   }
 
-  /** Ends the server's part: agent jobs stop, grading in flight finishes, the store closes. */
+  /**
+   * Ends the server's part: agent jobs stop, grading in flight finishes, the store closes.
+   * Runs stay as they are: a stdio run was ended by its transport, an HTTP run resumes
+   * when a server adopts it again.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.ticker);
-    for (const run of this.runs.values()) await run.end('the server stopped');
+    for (const run of this.runs.values()) await this.jobs.stopRun(run.id, 'cancelled', 'the server stopped', agentJobKinds);
     await this.grader.drain();
     await this.jobs.stopAll('the server stopped');
     JobCgroup.removeGroup(this.owner);
     this.store.close();
   }
+}
+
+/** What the workspace shows: the run's own folders, and the task's data, model and libraries read-only. */
+function workspaceOf(task: Task, dir: string): Workspace {
+  const skeleton = join(dir, 'skeleton');
+  return new Workspace(join(dir, 'workspace'), [
+    { path: 'instructions.md', source: join(dir, 'instructions.md') },
+    { path: 'data', source: task.paths.trainData },
+    { path: 'models', source: join(skeleton, 'models') },
+    { path: 'models/base', source: task.paths.baseModel },
+    { path: 'lib', source: join(skeleton, 'lib') },
+    { path: 'lib/microlm', source: task.paths.library },
+    { path: `lib/${task.env.package}`, source: task.paths.env },
+  ]);
 }
 
 function ownerAlive(owner: string): boolean {

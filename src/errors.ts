@@ -8,6 +8,9 @@ export type ErrorCode =
   | 'BUDGET_EXHAUSTED'
   | 'RUN_ENDED'
   | 'CONFLICT'
+  | 'UNAUTHORIZED'
+  | 'FORBIDDEN'
+  | 'UNAVAILABLE'
   | 'SANDBOX_UNAVAILABLE'
   | 'GRADING_FAILED'
   | 'INTERNAL';

@@ -58,6 +58,11 @@ export class JobManager {
     private readonly owner: string,
   ) {}
 
+  /** Jobs of all runs running in this process now. */
+  get runningCount(): number {
+    return this.live.size;
+  }
+
   start(request: JobRequest): JobRow {
     mkdirSync(request.logDir, { recursive: true });
     const now = Date.now();

@@ -55,6 +55,11 @@ export class RecordingTransport implements Transport {
     };
   }
 
+  /** Tool calls received and not yet answered. */
+  get callsInFlight(): number {
+    return this.pending.size;
+  }
+
   get sessionId(): string | undefined {
     return this.inner.sessionId;
   }

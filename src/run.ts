@@ -12,6 +12,9 @@ import type { Workspace } from './workspace.js';
 /** Most agent jobs (training, rollouts) one run may have running at once. */
 export const maxConcurrentJobs = 3;
 
+/** Jobs the agent starts and the budget pays for; grading is the server's. */
+export const agentJobKinds = ['exec', 'training', 'rollouts'] as const;
+
 /**
  * One attempt of one agent at one task under one budget. The run outlives MCP sessions;
  * its state lives in the store, and this object holds what a live server needs for it.
@@ -112,16 +115,20 @@ export class Run {
 
   /** Enforces the budget: called every second by the engine. */
   async enforceBudget(): Promise<void> {
-    if (this.state === 'ended') return;
+    const row = this.engine.store.getRun(this.id)!;
+    if (row.state === 'ended') {
+      // Ended from another process (`a2rl runs revoke`): its jobs here stop too; none are left after an end here.
+      await this.engine.jobs.stopRun(this.id, 'cancelled', `the run ended: ${row.end_reason}`, agentJobKinds);
+      return;
+    }
     const budget = this.budget();
     if (budget.wall_seconds.left <= 0) {
       await this.end('wall-clock budget exhausted', 'budget_stopped');
     } else if (budget.compute_seconds.left <= 0) {
-      const agentJobs = ['exec', 'training', 'rollouts'] as const;
-      const running = this.engine.store.listJobs(this.id, agentJobs).filter((job) => job.state === 'running');
+      const running = this.engine.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
       if (running.length > 0) {
         this.record('budget', 'compute_exhausted', { stopping: running.map((job) => job.id) });
-        await this.engine.jobs.stopRun(this.id, 'budget_stopped', 'the compute budget was spent', agentJobs);
+        await this.engine.jobs.stopRun(this.id, 'budget_stopped', 'the compute budget was spent', agentJobKinds);
       }
     }
   }
@@ -130,7 +137,7 @@ export class Run {
   async end(reason: string, jobState: JobState = 'cancelled'): Promise<void> {
     if (!this.engine.store.endRun(this.id, reason, Date.now())) return;
     this.record('run', 'ended', { reason, budget: this.budget() });
-    await this.engine.jobs.stopRun(this.id, jobState, `the run ended: ${reason}`, ['exec', 'training', 'rollouts']);
+    await this.engine.jobs.stopRun(this.id, jobState, `the run ended: ${reason}`, agentJobKinds);
     await this.sandbox.destroy();
   }
 }

@@ -82,6 +82,13 @@ const migrations: string[] = [
      preference TEXT NOT NULL CHECK (preference IN ('a', 'b', 'tie')),
      created_at INTEGER NOT NULL
    );`,
+  // Runs served over HTTP: the bearer token's SHA-256 only, never the token itself.
+  `CREATE TABLE run_tokens (
+     run_id TEXT PRIMARY KEY REFERENCES runs(id),
+     token_hash TEXT NOT NULL UNIQUE,
+     created_at INTEGER NOT NULL,
+     revoked_at INTEGER
+   );`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -164,6 +171,14 @@ export interface GradeRow {
   created_at: number;
 }
 
+export interface RunTokenRow {
+  run_id: string;
+  /** Hex SHA-256 of the token. */
+  token_hash: string;
+  created_at: number;
+  revoked_at: number | null;
+}
+
 export interface EventRow {
   id: number;
   run_id: string;
@@ -231,6 +246,10 @@ export class Store {
     return this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
   }
 
+  listRuns(): RunRow[] {
+    return this.db.prepare('SELECT * FROM runs ORDER BY created_at').all() as RunRow[];
+  }
+
   listActiveRuns(): RunRow[] {
     return this.db.prepare(`SELECT * FROM runs WHERE state = 'active' ORDER BY created_at`).all() as RunRow[];
   }
@@ -240,6 +259,29 @@ export class Store {
       .prepare(`UPDATE runs SET state = 'ended', end_reason = ?, ended_at = ? WHERE id = ? AND state = 'active'`)
       .run(reason, at, id).changes;
     return changed > 0;
+  }
+
+  /** Hands a run from one server process to another; false when `from` no longer owns it. */
+  claimRun(id: string, from: string, to: string): boolean {
+    return this.db.prepare('UPDATE runs SET owner = ? WHERE id = ? AND owner = ?').run(to, id, from).changes > 0;
+  }
+
+  // run tokens
+
+  insertRunToken(runId: string, tokenHash: string, at: number): void {
+    this.db.prepare('INSERT INTO run_tokens (run_id, token_hash, created_at) VALUES (?, ?, ?)').run(runId, tokenHash, at);
+  }
+
+  getRunToken(runId: string): RunTokenRow | undefined {
+    return this.db.prepare('SELECT * FROM run_tokens WHERE run_id = ?').get(runId) as RunTokenRow | undefined;
+  }
+
+  findRunToken(tokenHash: string): RunTokenRow | undefined {
+    return this.db.prepare('SELECT * FROM run_tokens WHERE token_hash = ?').get(tokenHash) as RunTokenRow | undefined;
+  }
+
+  revokeRunToken(runId: string, at: number): boolean {
+    return this.db.prepare('UPDATE run_tokens SET revoked_at = ? WHERE run_id = ? AND revoked_at IS NULL').run(at, runId).changes > 0;
   }
 
   // events
