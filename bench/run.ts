@@ -1,7 +1,12 @@
 /**
  * Reproducible benchmarks of the server: `npm run bench` prints them as JSON and records
- * them, with the machine they ran on, in bench/results.json.
+ * them, with the machine they ran on, in bench/results.json. `npm run bench -- SECTION...`
+ * measures only the sections named (keys of the results) and keeps the others as recorded.
  */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -126,6 +131,126 @@ async function programSandboxOverhead(home: string, programs: number) {
   };
 }
 
+/** `a2rl serve --http` on a free port of loopback, with its own home. */
+async function startHttpServer(home: string, adminToken: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [join(packageRoot, 'dist', 'src', 'cli.js'), 'serve', '--http', '--port', '0'], {
+    env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let stderr = '';
+    child.once('exit', (code) => reject(new Error(`serve --http exited with ${code}: ${stderr}`)));
+    child.stderr!.on('data', (chunk: Buffer) => {
+      stderr += chunk;
+      const match = /listening on (http:\/\/\S+)/.exec(stderr);
+      if (match) resolve(match[1]!);
+    });
+  });
+  return { child, url };
+}
+
+async function createHttpRun(url: string, adminToken: string): Promise<string> {
+  const response = await fetch(`${url}/runs`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${adminToken}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ task: 'micro-gsm8k', label: 'bench' }),
+  });
+  if (response.status !== 201) throw new Error(`POST /runs answered ${response.status}: ${await response.text()}`);
+  return ((await response.json()) as { token: string }).token;
+}
+
+async function connectHttp(url: string, token: string): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+  const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  const client = new Client({ name: 'a2rl-bench', version: '1' });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+/** Ends sessions the way a polite client does (DELETE), so the server holds none of them afterwards. */
+async function closeSessions(sessions: Array<{ client: Client; transport: StreamableHTTPClientTransport }>): Promise<void> {
+  await Promise.all(sessions.map(async ({ client, transport }) => (await transport.terminateSession(), await client.close())));
+}
+
+function residentBytes(pid: number): number {
+  const kib = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (!kib) throw new Error(`no VmRSS in /proc/${pid}/status`);
+  return Number(kib[1]) * 1024;
+}
+
+/** Every client calls budget_status `callsPerSession` times in a row, all clients at once. */
+async function concurrentBudgetStatus(clients: Client[], callsPerSession: number) {
+  const times: number[] = [];
+  const start = performance.now();
+  await Promise.all(
+    clients.map(async (client) => {
+      for (let i = 0; i < callsPerSession; i++) {
+        const callStart = performance.now();
+        await client.callTool({ name: 'budget_status', arguments: {} });
+        times.push(performance.now() - callStart);
+      }
+    }),
+  );
+  const seconds = (performance.now() - start) / 1000;
+  times.sort((a, b) => a - b);
+  return {
+    sessions: clients.length,
+    calls: times.length,
+    p50_ms: round(percentile(times, 50)),
+    p99_ms: round(percentile(times, 99)),
+    calls_per_second: round(times.length / seconds, 1),
+  };
+}
+
+/**
+ * One `serve --http` process with 32 runs: budget_status latency and throughput over
+ * Streamable HTTP with 1, 8 and 32 concurrent sessions (32 saturate it), and the server's
+ * resident memory per idle session.
+ */
+async function httpServing(home: string, idleSessions: number) {
+  const adminToken = randomBytes(16).toString('hex');
+  const server = await startHttpServer(join(home, 'http'), adminToken);
+  try {
+    const tokens: string[] = [];
+    for (let i = 0; i < 32; i++) tokens.push(await createHttpRun(server.url, adminToken));
+    const sessions = await Promise.all(tokens.map((token) => connectHttp(server.url, token)));
+    const clients = sessions.map((session) => session.client);
+    // The baseline grading every run starts would share the CPUs with the measurement: let it finish first.
+    for (;;) {
+      const score = await clients[0]!.callTool({ name: 'get_score', arguments: {} });
+      if ((score.structuredContent as { baseline?: { state?: string } }).baseline?.state === 'graded') break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    // Idle sessions first: after the load below, V8 heap it freed would absorb them unseen.
+    const rssBefore = residentBytes(server.child.pid!);
+    const idle = await Promise.all(Array.from({ length: idleSessions }, (_, i) => connectHttp(server.url, tokens[i % tokens.length]!)));
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const rssAfter = residentBytes(server.child.pid!);
+    await closeSessions(idle);
+    for (const client of clients) for (let i = 0; i < 10; i++) await client.callTool({ name: 'budget_status', arguments: {} });
+    const roundTrip = {
+      sessions_1: await concurrentBudgetStatus(clients.slice(0, 1), 1000),
+      sessions_8: await concurrentBudgetStatus(clients.slice(0, 8), 250),
+      sessions_32: await concurrentBudgetStatus(clients, 100),
+    };
+    await closeSessions(sessions);
+    return {
+      budget_status_round_trip_streamable: roundTrip,
+      idle_sessions: {
+        sessions: idleSessions,
+        server_rss_before_mib: round(rssBefore / 2 ** 20, 1),
+        server_rss_after_mib: round(rssAfter / 2 ** 20, 1),
+        kib_per_session: round((rssAfter - rssBefore) / 1024 / idleSessions, 1),
+      },
+    };
+  } finally {
+    const exited = new Promise((resolve) => server.child.once('exit', resolve));
+    server.child.kill('SIGTERM');
+    await exited;
+  }
+}
+
 async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promise<R[]> {
   const out: R[] = [];
   for (const input of inputs) out.push(await f(input));
@@ -133,7 +258,27 @@ async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promi
 }
 
 const home = mkdtempSync(join(tmpdir(), 'a2rl-bench-'));
-const results = {
+const sections: Record<string, () => Promise<unknown>> = {
+  budget_status_round_trip_stdio: () => budgetStatusRoundTrip(home, 1000),
+  sandbox_start_exec_true_bwrap: () => sandboxStart(100),
+  grading_throughput: async () =>
+    Object.fromEntries(await sequential(listTaskIds(), async (id) => [id, await gradingThroughput(home, id)] as const)),
+  program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),
+  mcp_over_http: () => httpServing(home, 128),
+};
+const selected = process.argv.slice(2);
+const unknown = selected.filter((name) => !(name in sections));
+if (unknown.length > 0) {
+  process.stderr.write(`bench: no section ${unknown.join(', ')}; sections: ${Object.keys(sections).join(', ')}\n`);
+  process.exit(2);
+}
+const resultsFile = join(packageRoot, 'bench', 'results.json');
+// A partial run keeps what the others last measured, with the time each was measured at.
+const recorded = (selected.length > 0 ? JSON.parse(readFileSync(resultsFile, 'utf8')) : { measured_at: {} }) as Record<string, unknown> & {
+  measured_at: Record<string, string>;
+};
+const results: Record<string, unknown> = {
+  ...recorded,
   machine: {
     cpus: cpus().length,
     cpu_model: cpus()[0]?.model ?? 'unknown',
@@ -141,11 +286,12 @@ const results = {
     node: process.version,
     platform: `${process.platform} ${process.arch}`,
   },
-  measured_at: new Date().toISOString(),
-  budget_status_round_trip_stdio: await budgetStatusRoundTrip(home, 1000),
-  sandbox_start_exec_true_bwrap: await sandboxStart(100),
-  grading_throughput: Object.fromEntries(await sequential(listTaskIds(), async (id) => [id, await gradingThroughput(home, id)] as const)),
-  program_sandbox_micro_humaneval: await programSandboxOverhead(home, 60),
 };
+for (const [name, measure] of Object.entries(sections)) {
+  if (selected.length > 0 && !selected.includes(name)) continue;
+  results[name] = await measure();
+  recorded.measured_at[name] = new Date().toISOString();
+}
+results.measured_at = recorded.measured_at;
 process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
-writeFileSync(join(packageRoot, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+writeFileSync(resultsFile, `${JSON.stringify(results, null, 2)}\n`);

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { parseBudget } from './budget.js';
 import { connectStdio } from './client.js';
@@ -58,6 +59,12 @@ function judgeConfig(options: JudgeOptions): JudgeConfig {
   return { kind: 'llm', baseUrl: options.judgeUrl, model: options.judgeModel, apiKey: process.env[options.judgeKeyEnv] };
 }
 
+function maxJobsOption(value: string): number {
+  const jobs = Number(value);
+  if (!Number.isInteger(jobs) || jobs < 1) throw new InvalidArgumentError('Give a whole number of jobs, at least 1.');
+  return jobs;
+}
+
 function portOption(value: string): number {
   const port = Number(value);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
@@ -74,6 +81,7 @@ interface ServeOptions extends JudgeOptions {
   port: number;
   allowHost: string[];
   adminTokenEnv: string;
+  maxJobs?: number;
 }
 
 program
@@ -95,6 +103,11 @@ program
     [],
   )
   .option('--admin-token-env <name>', 'HTTP: environment variable holding the admin token that enables POST /runs', 'A2RL_ADMIN_TOKEN')
+  .option(
+    '--max-jobs <n>',
+    `HTTP: most training and rollout jobs of all runs at once; more are refused until one ends (default: the CPU count, ${cpus().length})`,
+    maxJobsOption,
+  )
   .addOption(
     new Option('--judge <kind>', "judge of judge-graded tasks: the task's rubric or an LLM").choices(['rubric', 'llm']).default('rubric'),
   )
@@ -103,6 +116,12 @@ program
   .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY')
   .action(async (options: ServeOptions) => {
     const judge = judgeConfig(options);
+    if (!options.http && options.maxJobs !== undefined) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        '--max-jobs limits the jobs of all runs a serve --http process serves; a stdio run is limited per run only: drop --max-jobs or add --http.',
+      );
+    }
     if (options.http && (options.task || options.budget || options.label)) {
       throw new A2rlError(
         'INVALID_INPUT',
@@ -116,7 +135,8 @@ program
       );
     }
     const log = createLogger();
-    const engine = await Engine.open({ home: home(), logger: log.logger, judge });
+    const maxJobs = options.http ? (options.maxJobs ?? cpus().length) : undefined;
+    const engine = await Engine.open({ home: home(), logger: log.logger, judge, maxJobs });
     if (options.http) {
       log.addFile(join(home(), 'server.log'));
       await serveHttp(engine, {

@@ -29,6 +29,8 @@ export interface EngineOptions {
   gradingConcurrency?: number;
   /** Judge of judge-graded tasks: the task's rubric (default) or an LLM. */
   judge?: JudgeConfig;
+  /** Most training and rollout jobs of all runs running at once in this process (default: no limit beyond each run's). */
+  maxJobs?: number;
 }
 
 export interface CreateRunOptions {
@@ -60,6 +62,7 @@ export class Engine {
     readonly jobs: JobManager,
     readonly grader: Grader,
     readonly owner: string,
+    readonly maxJobs: number,
   ) {
     this.ticker = setInterval(() => void this.tick(), 1000);
     this.ticker.unref();
@@ -80,7 +83,7 @@ export class Engine {
     const judgeConfig = options.judge ?? { kind: 'rubric' };
     const judge = judgeConfig.kind === 'llm' ? new LlmJudge(store, judgeConfig) : new RubricJudge(backend, join(options.home, 'judging'));
     const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
-    const engine = new Engine(options.home, store, logger, backend, jobs, grader, owner);
+    const engine = new Engine(options.home, store, logger, backend, jobs, grader, owner, options.maxJobs ?? Number.POSITIVE_INFINITY);
     engine.recover();
     return engine;
   }

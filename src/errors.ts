@@ -8,6 +8,7 @@ export type ErrorCode =
   | 'BUDGET_EXHAUSTED'
   | 'RUN_ENDED'
   | 'CONFLICT'
+  | 'BUSY'
   | 'UNAUTHORIZED'
   | 'FORBIDDEN'
   | 'UNAVAILABLE'

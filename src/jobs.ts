@@ -63,6 +63,11 @@ export class JobManager {
     return this.live.size;
   }
 
+  /** Jobs of the given kinds, of all runs, running in this process now. */
+  runningOfKinds(kinds: readonly JobKind[]): number {
+    return [...this.live.values()].filter((job) => kinds.includes(job.request.kind)).length;
+  }
+
   start(request: JobRequest): JobRow {
     mkdirSync(request.logDir, { recursive: true });
     const now = Date.now();

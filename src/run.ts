@@ -9,8 +9,11 @@ import type { JobKind, JobRow, JobState, RunRow } from './store.js';
 import type { Task } from './tasks.js';
 import type { Workspace } from './workspace.js';
 
-/** Most agent jobs (training, rollouts) one run may have running at once. */
+/** Most long jobs one run may have running at once. */
 export const maxConcurrentJobs = 3;
+
+/** The agent's jobs that run for long and count against the per-run and server-wide job limits; exec is short and exempt. */
+export const longJobKinds = ['training', 'rollouts'] as const;
 
 /** Jobs the agent starts and the budget pays for; grading is the server's. */
 export const agentJobKinds = ['exec', 'training', 'rollouts'] as const;
@@ -102,14 +105,21 @@ export class Run {
         `Only ${budget.rollout_episodes.left} rollout episodes are left in the budget; ask for at most that many.`,
       );
     }
-    if (kind !== 'exec') {
-      const running = this.engine.store.listJobs(this.id, ['training', 'rollouts']).filter((job) => job.state === 'running');
-      if (running.length >= maxConcurrentJobs) {
-        throw new A2rlError(
-          'CONFLICT',
-          `${running.length} jobs are already running (job ${running.map((j) => j.id).join(', ')}); at most ${maxConcurrentJobs} at once. Wait with job_status or stop one with cancel_job.`,
-        );
-      }
+    if (kind === 'exec') return;
+    const running = this.engine.store.listJobs(this.id, longJobKinds).filter((job) => job.state === 'running');
+    if (running.length >= maxConcurrentJobs) {
+      throw new A2rlError(
+        'CONFLICT',
+        `${running.length} jobs are already running (job ${running.map((j) => j.id).join(', ')}); at most ${maxConcurrentJobs} at once. Wait with job_status or stop one with cancel_job.`,
+      );
+    }
+    const { maxJobs } = this.engine;
+    if (this.engine.jobs.runningOfKinds(longJobKinds) >= maxJobs) {
+      // Refused rather than queued: the agent sees at once that it must wait, and its budget pays for no waiting.
+      throw new A2rlError(
+        'BUSY',
+        `This job was not started and nothing was charged: the server is running its limit of ${maxJobs} training and rollout jobs across all runs. Wait for a job to finish and try again (job_status shows yours; cancel_job frees one of them); exec still works meanwhile.`,
+      );
     }
   }
 

@@ -7,12 +7,18 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../src/paths.js';
+import { loadReplay, playReplay } from '../src/replay.js';
+import { summarizeRun } from '../src/report.js';
 import { Store } from '../src/store.js';
-import { call } from './helpers/mcp.js';
+import { getTask } from '../src/tasks.js';
+import { call, waitJob } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
 
 const cli = join(packageRoot, 'dist/src/cli.js');
 const adminToken = 'test-admin-token';
+/** How long the load test keeps its sessions calling; the issue asks for 60 s, which a 2-core CI machine shares badly. */
+const loadSeconds = Number(process.env.A2RL_LOAD_SECONDS ?? 20);
+if (!(loadSeconds > 0)) throw new Error(`A2RL_LOAD_SECONDS must be a positive number of seconds, not "${process.env.A2RL_LOAD_SECONDS}".`);
 const initialize = {
   jsonrpc: '2.0',
   id: 1,
@@ -21,8 +27,11 @@ const initialize = {
 };
 
 /** `a2rl serve --http` on a free port, with the URL it prints. */
-async function startHttpServer(home: string): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [cli, 'serve', '--http', '--port', '0'], {
+async function startHttpServer(
+  home: string,
+  args: string[] = [],
+): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [cli, 'serve', '--http', '--port', '0', ...args], {
     env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -49,6 +58,18 @@ async function cliRun(home: string, args: string[]): Promise<string> {
 
 async function createRun(home: string, budget = 'wall=30m'): Promise<{ run_id: string; token: string }> {
   return JSON.parse(await cliRun(home, ['runs', 'create', '--task', 'micro-gsm8k', '--budget', budget, '--label', 'http-test', '--json']));
+}
+
+/** A run made through `POST /runs`: quicker than `a2rl runs create` when many are needed. */
+async function postRun(url: string): Promise<{ run_id: string; token: string }> {
+  const response = await raw(url, {
+    method: 'POST',
+    path: '/runs',
+    headers: { Authorization: `Bearer ${adminToken}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ task: 'micro-gsm8k', budget: 'wall=30m', label: 'http-load' }),
+  });
+  if (response.status !== 201) throw new Error(`POST /runs answered ${response.status}: ${response.body}`);
+  return JSON.parse(response.body);
 }
 
 async function connect(url: string, token: string, transport: 'streamable' | 'sse'): Promise<Client> {
@@ -292,6 +313,35 @@ describe('MCP over HTTP', () => {
     expect(budget.wall_seconds.used).toBeGreaterThanOrEqual(spent.wall_seconds.used);
   });
 
+  it('keeps a training job running through a disconnect; a new session follows it to its end', { timeout: 120_000 }, async () => {
+    const steps = 20;
+    const before = await open(first.token, 'streamable');
+    await call(before, 'write_file', {
+      path: 'code/progress.py',
+      content: `import time\nfor step in range(${steps}):\n    sum(range(2_000_000))\n    print('step', step, flush=True)\n    time.sleep(1)\n`,
+    });
+    const job = (await call(before, 'run_training', { command: 'python3 code/progress.py' })).structured;
+    expect(job.state).toBe('running');
+    const logLines = async (client: Client) => (await call(client, 'job_logs', { job_id: job.job_id })).structured.total_lines as number;
+    while ((await logLines(before)) < 2) await new Promise((resolve) => setTimeout(resolve, 250));
+    const linesAtDisconnect = await logLines(before);
+    const budgetAtDisconnect = (await call(before, 'budget_status')).structured;
+    await before.close();
+
+    const after = await open(first.token, 'sse');
+    const status = (await call(after, 'job_status', { job_id: job.job_id })).structured.jobs[0];
+    expect(status.job_id).toBe(job.job_id);
+    expect(['running', 'succeeded']).toContain(status.state);
+    expect((await waitJob(after, job.job_id, 90)).state).toBe('succeeded');
+    const logs = (await call(after, 'job_logs', { job_id: job.job_id })).structured;
+    expect(logs.total_lines).toBe(steps);
+    expect(logs.total_lines).toBeGreaterThan(linesAtDisconnect);
+    expect(logs.lines.at(-1)).toBe(`step ${steps - 1}`);
+    const budget = (await call(after, 'budget_status')).structured;
+    expect(budget.compute_seconds.used).toBeGreaterThan(budgetAtDisconnect.compute_seconds.used);
+    expect(budget.wall_seconds.used).toBeGreaterThan(budgetAtDisconnect.wall_seconds.used);
+  });
+
   it('creates runs over HTTP with the admin token only', async () => {
     const body = JSON.stringify({ task: 'micro-gsm8k', budget: 'wall=20m', label: 'posted' });
     const headers = (token: string) => ({ Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' });
@@ -319,6 +369,29 @@ describe('MCP over HTTP', () => {
     expect(metrics).toMatch(/^a2rl_tool_call_seconds_count\{tool="exec"\} [1-9]\d*$/m);
   });
 
+  it('plays the micro-gsm8k oracle over Streamable HTTP to its improvement', { timeout: 10 * 60_000 }, async () => {
+    const task = getTask('micro-gsm8k');
+    const { run_id, token } = JSON.parse(
+      await cliRun(home, ['runs', 'create', '--task', task.id, '--label', 'oracle-over-http', '--json']),
+    ) as { run_id: string; token: string };
+    const client = await open(token, 'streamable');
+    const replay = loadReplay(task.paths.oracle);
+    // The replay's own expectations include the task's improvement threshold.
+    const outcomes = await playReplay(client, replay);
+    expect(outcomes).toHaveLength(replay.steps.length);
+    expect(outcomes.at(-1)!.structured).toMatchObject({ run_id, exhausted: [] });
+    const store = new Store(join(home, 'store.sqlite'));
+    try {
+      const summary = summarizeRun(store, run_id);
+      expect(summary.state).toBe('active');
+      expect(summary.improvement!.public).toBeGreaterThanOrEqual(task.oracle.minImprovement);
+      expect(summary.improvement!.private).toBeGreaterThanOrEqual(task.oracle.minImprovement);
+      expect(store.listEvents(run_id, 'tool').length).toBeGreaterThanOrEqual(replay.steps.length);
+    } finally {
+      store.close();
+    }
+  });
+
   it('stops on SIGTERM leaving runs active, and a restarted server continues them', async () => {
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
@@ -333,4 +406,117 @@ describe('MCP over HTTP', () => {
     expect((await call(client, 'read_file', { path: 'code/note.txt' })).structured.content).toBe('from session one\n');
     expect((await call(client, 'budget_status')).structured).toMatchObject({ run_id: second.run_id, run_state: 'active' });
   });
+});
+
+describe('MCP over HTTP: job limits and load', () => {
+  const home = tempDir('http-load');
+  let server: Awaited<ReturnType<typeof startHttpServer>>;
+  const clients: Client[] = [];
+  const open = async (token: string, transport: 'streamable' | 'sse') => {
+    const client = await connect(server.url, token, transport);
+    clients.push(client);
+    return client;
+  };
+
+  beforeAll(async () => {
+    server = await startHttpServer(home, ['--max-jobs', '1']);
+  });
+
+  afterAll(async () => {
+    for (const client of clients) await client.close().catch(() => undefined);
+    server?.child.kill('SIGKILL');
+  });
+
+  it('refuses a bad --max-jobs, and --max-jobs without --http', async () => {
+    await expect(cliRun(home, ['serve', '--http', '--max-jobs', '0'])).rejects.toThrow(/--max-jobs.*at least 1/);
+    await expect(cliRun(home, ['serve', '--task', 'micro-gsm8k', '--max-jobs', '2'])).rejects.toThrow(
+      /--max-jobs limits the jobs of all runs.*add --http/,
+    );
+  });
+
+  it('refuses training and rollouts beyond --max-jobs across runs with BUSY, and starts them once a job ends', async () => {
+    const [a, b] = [await postRun(server.url), await postRun(server.url)];
+    const mine = await open(a.token, 'streamable');
+    const theirs = await open(b.token, 'sse');
+    const holding = (await call(mine, 'run_training', { command: 'sleep 120' })).structured;
+    expect(holding.state).toBe('running');
+    for (const [tool, args] of [
+      ['run_training', { command: 'sleep 1' }],
+      ['launch_rollouts', { episodes: 4 }],
+    ] as const) {
+      const refused = await call(theirs, tool, args);
+      expect(refused.isError, tool).toBe(true);
+      expect(refused.text, tool).toMatch(
+        /^\[BUSY\] This job was not started and nothing was charged: .*limit of 1 training and rollout jobs/,
+      );
+      expect(refused.text, tool).toMatch(/Wait for a job to finish.*job_status/);
+    }
+    // Short commands are not held back.
+    expect((await call(theirs, 'exec', { command: 'echo still served' })).structured.output).toBe('still served\n');
+    expect((await call(theirs, 'job_status')).structured.jobs.map((job: { kind: string }) => job.kind)).toEqual(['exec']);
+    await call(mine, 'cancel_job', { job_id: holding.job_id });
+    const started = (await call(theirs, 'run_training', { command: 'sleep 1' })).structured;
+    expect(started.state).toBe('running');
+    expect((await waitJob(theirs, started.job_id, 60)).state).toBe('succeeded');
+  });
+
+  it(
+    `serves 32 concurrent sessions calling cheap tools for ${loadSeconds} s: no failed call, every call recorded, no run sees another's files`,
+    { timeout: (loadSeconds + 300) * 1000 },
+    async () => {
+      const runs = [];
+      for (let i = 0; i < 32; i++) runs.push(await postRun(server.url));
+      const failures: string[] = [];
+      const callsMade = new Map<string, number>();
+      const deadline = { at: 0 };
+
+      async function session(run: { run_id: string; token: string }, transport: 'streamable' | 'sse'): Promise<void> {
+        const client = await open(run.token, transport);
+        let calls = 0;
+        const expectCall = async (tool: string, args: Record<string, unknown>, check: (structured: Record<string, any>) => boolean) => {
+          try {
+            const result = await call(client, tool, args);
+            calls++;
+            if (result.isError) failures.push(`${run.run_id} ${tool}: ${result.text}`);
+            else if (!check(result.structured)) failures.push(`${run.run_id} ${tool}: unexpected ${JSON.stringify(result.structured)}`);
+          } catch (error) {
+            failures.push(`${run.run_id} ${tool} threw: ${String(error)}`);
+          }
+          return calls;
+        };
+        const own = { path: 'code/owner.txt', content: run.run_id };
+        await expectCall('write_file', own, () => true);
+        let jobId = '';
+        await expectCall('exec', { command: 'cat code/owner.txt' }, (job) => {
+          jobId = job.job_id;
+          return job.output === run.run_id;
+        });
+        const cheapCalls: Array<[string, Record<string, unknown>, (structured: Record<string, any>) => boolean]> = [
+          ['budget_status', {}, (budget) => budget.run_id === run.run_id],
+          [
+            'list_files',
+            { path: 'code' },
+            (listing) => JSON.stringify(listing.entries.map((e: { path: string }) => e.path)) === '["code/owner.txt"]',
+          ],
+          ['read_file', { path: own.path }, (file) => file.content === run.run_id],
+          ['write_file', own, () => true],
+          ['job_status', { job_id: jobId }, (status) => status.jobs[0].job_id === jobId && status.jobs[0].state === 'succeeded'],
+        ];
+        for (let i = 0; Date.now() < deadline.at; i++) await expectCall(...cheapCalls[i % cheapCalls.length]!);
+        callsMade.set(run.run_id, calls);
+      }
+
+      deadline.at = Date.now() + loadSeconds * 1000;
+      await Promise.all(runs.map((run, i) => session(run, i % 2 === 0 ? 'streamable' : 'sse')));
+      expect(failures).toEqual([]);
+      const store = new Store(join(home, 'store.sqlite'));
+      try {
+        for (const run of runs) expect(store.listEvents(run.run_id, 'tool').length, run.run_id).toBe(callsMade.get(run.run_id));
+      } finally {
+        store.close();
+      }
+      const total = [...callsMade.values()].reduce((a, b) => a + b, 0);
+      expect(total).toBeGreaterThan(32 * 5);
+    },
+  );
 });

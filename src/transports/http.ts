@@ -262,7 +262,7 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
     );
   }
   process.stderr.write(`a2rl: listening on ${baseUrl} (MCP Streamable HTTP at /mcp, HTTP+SSE at /sse)\n`);
-  engine.logger.info({ url: baseUrl, allowed_hosts: [...allowedHosts] }, 'serving MCP over HTTP');
+  engine.logger.info({ url: baseUrl, allowed_hosts: [...allowedHosts], max_jobs: engine.maxJobs }, 'serving MCP over HTTP');
 
   await engine.adoptOrphanedRuns();
   const adopter = setInterval(() => void engine.adoptOrphanedRuns(), adoptIntervalMs);
