@@ -65,6 +65,12 @@ function maxJobsOption(value: string): number {
   return jobs;
 }
 
+function idleSecondsOption(value: string): number {
+  const seconds = Number(value);
+  if (!Number.isFinite(seconds) || seconds <= 0) throw new InvalidArgumentError('Give a number of seconds above 0, e.g. 1800.');
+  return seconds;
+}
+
 function portOption(value: string): number {
   const port = Number(value);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
@@ -82,6 +88,7 @@ interface ServeOptions extends JudgeOptions {
   allowHost: string[];
   adminTokenEnv: string;
   maxJobs?: number;
+  sessionIdle: number;
 }
 
 program
@@ -107,6 +114,12 @@ program
     '--max-jobs <n>',
     `HTTP: most training and rollout jobs of all runs at once; more are refused until one ends (default: the CPU count, ${cpus().length})`,
     maxJobsOption,
+  )
+  .option(
+    '--session-idle <seconds>',
+    'HTTP: close a Streamable HTTP session after this long without a request (its run goes on; the client reconnects)',
+    idleSecondsOption,
+    1800,
   )
   .addOption(
     new Option('--judge <kind>', "judge of judge-graded tasks: the task's rubric or an LLM").choices(['rubric', 'llm']).default('rubric'),
@@ -144,6 +157,7 @@ program
         port: options.port,
         allowHosts: options.allowHost,
         adminToken: process.env[options.adminTokenEnv] || undefined,
+        sessionIdleMs: options.sessionIdle * 1000,
       });
       return;
     }

@@ -520,3 +520,34 @@ describe('MCP over HTTP: job limits and load', () => {
     },
   );
 });
+
+describe('MCP over HTTP: idle sessions', () => {
+  const home = tempDir('http-idle');
+  let server: Awaited<ReturnType<typeof startHttpServer>>;
+
+  afterAll(() => {
+    server?.child.kill('SIGKILL');
+  });
+
+  it('closes a Streamable HTTP session left idle, keeps an open SSE stream, and the run goes on for a new session', async () => {
+    const { run_id, token } = await createRun(home);
+    server = await startHttpServer(home, ['--session-idle', '1']);
+    const sessionsOpen = async () => Number(/^a2rl_sessions_open (\d+)$/m.exec((await raw(server.url, { path: '/metrics' })).body)![1]);
+    const idle = await connect(server.url, token, 'streamable');
+    const listening = await connect(server.url, token, 'sse');
+    await call(idle, 'write_file', { path: 'code/kept.txt', content: 'kept\n' });
+    expect(await sessionsOpen()).toBe(2);
+    const deadline = Date.now() + 15_000;
+    while ((await sessionsOpen()) > 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
+    expect(await sessionsOpen()).toBe(1);
+    await expect(idle.callTool({ name: 'budget_status', arguments: {} })).rejects.toThrow();
+    expect((await call(listening, 'budget_status')).structured.run_id).toBe(run_id);
+    const again = await connect(server.url, token, 'streamable');
+    expect((await call(again, 'read_file', { path: 'code/kept.txt' })).structured.content).toBe('kept\n');
+    await Promise.all([again.close(), listening.close(), idle.close().catch(() => undefined)]);
+  });
+
+  it('refuses a --session-idle that is not a positive number of seconds', async () => {
+    await expect(cliRun(home, ['serve', '--http', '--session-idle', '0'])).rejects.toThrow(/seconds above 0/);
+  });
+});

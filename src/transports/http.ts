@@ -21,6 +21,12 @@ export interface HttpServeOptions {
   allowHosts: string[];
   /** Enables `POST /runs` for whoever presents it. */
   adminToken?: string;
+  /**
+   * A Streamable HTTP session without a request for this long is closed: a client that
+   * went away without DELETE would otherwise hold its server forever. (An SSE session
+   * ends with its stream.)
+   */
+  sessionIdleMs: number;
 }
 
 /** Largest request body; a write_file of the 1 MiB maximum fits with room to spare. */
@@ -49,6 +55,7 @@ interface Session {
   kind: 'streamable' | 'sse';
   runId: string;
   recording: RecordingTransport;
+  lastRequestAt: number;
 }
 
 interface StreamableSession extends Session {
@@ -128,8 +135,12 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
     const session = sessions.get(id);
     // Another run's session is reported as unknown: a token learns nothing about other runs.
     if (!session || session.runId !== runId) {
-      throw new A2rlError('NOT_FOUND', `No session "${id}" for this token: it closed or the server restarted. Connect again (initialize).`);
+      throw new A2rlError(
+        'NOT_FOUND',
+        `No session "${id}" for this token: it closed, was idle too long, or the server restarted. Connect again (initialize).`,
+      );
     }
+    session.lastRequestAt = Date.now();
     return session;
   }
 
@@ -140,7 +151,7 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
     const run = await engine.remoteRun(runId);
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: randomUUID,
-      onsessioninitialized: (id) => void sessions.set(id, { kind: 'streamable', runId, transport, recording }),
+      onsessioninitialized: (id) => void sessions.set(id, { kind: 'streamable', runId, transport, recording, lastRequestAt: Date.now() }),
     });
     const recording = new RecordingTransport(transport, recordFor(run));
     recording.onclose = () => {
@@ -171,7 +182,7 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
     const run = await engine.remoteRun(runId);
     const transport = new SSEServerTransport('/messages', res);
     const recording = new RecordingTransport(transport, recordFor(run));
-    sessions.set(transport.sessionId, { kind: 'sse', runId, transport, recording });
+    sessions.set(transport.sessionId, { kind: 'sse', runId, transport, recording, lastRequestAt: Date.now() });
     recording.onclose = () => sessions.delete(transport.sessionId);
     await createServer(run).connect(recording);
   }
@@ -267,12 +278,23 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
   await engine.adoptOrphanedRuns();
   const adopter = setInterval(() => void engine.adoptOrphanedRuns(), adoptIntervalMs);
   adopter.unref();
+  const closeIdleSessions = () => {
+    const idleSince = Date.now() - options.sessionIdleMs;
+    for (const [id, session] of sessions) {
+      if (session.kind !== 'streamable' || session.lastRequestAt > idleSince || session.recording.callsInFlight > 0) continue;
+      engine.logger.info({ session: id, run: session.runId }, 'closing an idle session');
+      void session.recording.close();
+    }
+  };
+  const idleSweeper = setInterval(closeIdleSessions, Math.min(60_000, options.sessionIdleMs / 2));
+  idleSweeper.unref();
 
   const signal = await new Promise<string>((resolve) => {
     for (const name of ['SIGINT', 'SIGTERM'] as const) process.once(name, () => resolve(name));
   });
   stopping = true;
   clearInterval(adopter);
+  clearInterval(idleSweeper);
   engine.logger.info({ signal }, 'shutting down: no new sessions, waiting for tool calls in flight');
   server.close();
   const deadline = Date.now() + shutdownGraceMs;
