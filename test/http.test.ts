@@ -17,7 +17,7 @@ import { tempDir } from './helpers/sandbox.js';
 const cli = join(packageRoot, 'dist/src/cli.js');
 const adminToken = 'test-admin-token';
 /** How long the load test keeps its sessions calling; the issue asks for 60 s, which a 2-core CI machine shares badly. */
-const loadSeconds = Number(process.env.A2RL_LOAD_SECONDS ?? 20);
+const loadSeconds = Number(process.env.A2RL_LOAD_SECONDS ?? 60);
 if (!(loadSeconds > 0)) throw new Error(`A2RL_LOAD_SECONDS must be a positive number of seconds, not "${process.env.A2RL_LOAD_SECONDS}".`);
 const initialize = {
   jsonrpc: '2.0',
@@ -30,14 +30,14 @@ const initialize = {
 async function startHttpServer(
   home: string,
   args: string[] = [],
-): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null> }> {
+): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null>; stderr: () => string }> {
   const child = spawn(process.execPath, [cli, 'serve', '--http', '--port', '0', ...args], {
     env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  let stderr = '';
   const url = await new Promise<string>((resolve, reject) => {
-    let stderr = '';
     const timer = setTimeout(() => reject(new Error(`server did not start: ${stderr}`)), 30_000);
     child.stderr!.on('data', (chunk: Buffer) => {
       stderr += chunk;
@@ -48,7 +48,7 @@ async function startHttpServer(
       }
     });
   });
-  return { child, url, exited };
+  return { child, url, exited, stderr: () => stderr };
 }
 
 async function cliRun(home: string, args: string[]): Promise<string> {
@@ -549,5 +549,17 @@ describe('MCP over HTTP: idle sessions', () => {
 
   it('refuses a --session-idle that is not a positive number of seconds', async () => {
     await expect(cliRun(home, ['serve', '--http', '--session-idle', '0'])).rejects.toThrow(/seconds above 0/);
+  });
+});
+
+describe('MCP over HTTP: binding', () => {
+  it('warns when it listens beyond loopback', async () => {
+    const server = await startHttpServer(tempDir('http-bind'), ['--host', '0.0.0.0']);
+    try {
+      expect(server.stderr()).toMatch(/warning: listening on 0\.0\.0\.0, reachable from other machines/);
+      expect((await raw(server.url.replace('0.0.0.0', '127.0.0.1'), { path: '/healthz' })).status).toBe(200);
+    } finally {
+      server.child.kill('SIGKILL');
+    }
   });
 });
