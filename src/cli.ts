@@ -184,10 +184,11 @@ runs
   .option('--judge-model <name>', 'model name for --judge llm')
   .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY')
   .action(async (options: { task: string; budget?: string; label?: string; url: string; json?: boolean } & JudgeOptions) => {
-    const engine = await Engine.open({ home: home(), judge: judgeConfig(options) });
+    const engine = await Engine.open({ home: home(), judge: judgeConfig(options), recover: false });
     try {
       const run = engine.prepareRun({ taskId: options.task, budget: options.budget, label: options.label });
       const token = issueRunToken(engine.store, run.id);
+      engine.releaseRun(run.id);
       process.stdout.write(
         options.json ? `${JSON.stringify({ run_id: run.id, token, url: options.url })}\n` : clientSetup(run.id, token, options.url),
       );
@@ -236,10 +237,10 @@ token ${token}
 Claude Code:
   claude mcp add --transport http a2rl ${url} --header "Authorization: Bearer ${token}"
 
-Codex CLI (~/.codex/config.toml):
+Codex CLI (~/.codex/config.toml; Codex reads the token from the environment: export A2RL_RUN_TOKEN=${token}):
   [mcp_servers.a2rl]
   url = "${url}"
-  http_headers = { "Authorization" = "Bearer ${token}" }
+  bearer_token_env_var = "A2RL_RUN_TOKEN"
   tool_timeout_sec = 120
 
 Any MCP client (mcpServers JSON; clients that only speak HTTP+SSE use ${sseUrl}):

@@ -31,6 +31,11 @@ export interface EngineOptions {
   judge?: JudgeConfig;
   /** Most training and rollout jobs of all runs running at once in this process (default: no limit beyond each run's). */
   maxJobs?: number;
+  /**
+   * Clean up after servers that are gone (default: yes). A short-lived command that only
+   * writes to the store (`a2rl runs create`) skips it, so it never waits on others' grading.
+   */
+  recover?: boolean;
 }
 
 export interface CreateRunOptions {
@@ -52,7 +57,6 @@ export class Engine {
   private readonly adopting = new Map<string, Promise<Run>>();
   private readonly ticker: NodeJS.Timeout;
   private closed = false;
-  private ticking = false;
 
   private constructor(
     readonly home: string,
@@ -64,7 +68,7 @@ export class Engine {
     readonly owner: string,
     readonly maxJobs: number,
   ) {
-    this.ticker = setInterval(() => void this.tick(), 1000);
+    this.ticker = setInterval(() => this.tick(), 1000);
     this.ticker.unref();
   }
 
@@ -84,7 +88,7 @@ export class Engine {
     const judge = judgeConfig.kind === 'llm' ? new LlmJudge(store, judgeConfig) : new RubricJudge(backend, join(options.home, 'judging'));
     const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
     const engine = new Engine(options.home, store, logger, backend, jobs, grader, owner, options.maxJobs ?? Number.POSITIVE_INFINITY);
-    engine.recover();
+    if (options.recover ?? true) engine.recover();
     return engine;
   }
 
@@ -95,8 +99,24 @@ export class Engine {
    */
   private recover(): void {
     const now = Date.now();
+    this.markJobsOfStoppedServersLost();
+    for (const run of this.store.listActiveRuns()) {
+      if (ownerAlive(run.owner) || this.isRemote(run.id)) continue;
+      this.store.endRun(run.id, 'the server stopped before the run ended', now);
+      eventRecorder(this.store, run.id, run.created_at)('run', 'ended', { reason: 'the server stopped before the run ended' });
+    }
+    for (const submission of this.store.listUnfinishedSubmissions()) {
+      const run = this.store.getRun(submission.run_id)!;
+      if (ownerAlive(run.owner) || (run.state === 'active' && this.isRemote(run.id))) continue;
+      this.regrade(run, submission);
+    }
+  }
+
+  /** Running jobs (of one run, or all) whose server is gone end as lost; their cgroups are swept. */
+  private markJobsOfStoppedServersLost(runId?: string): void {
+    const now = Date.now();
     for (const job of this.store.listRunningJobs()) {
-      if (ownerAlive(job.owner)) continue;
+      if (ownerAlive(job.owner) || (runId !== undefined && job.run_id !== runId)) continue;
       this.store.finishJob(job.id, {
         state: 'lost',
         reason: 'the server that ran this job stopped before it ended',
@@ -109,16 +129,6 @@ export class Engine {
         ended_at: now,
       });
       this.logger.warn({ job: job.id, run: job.run_id }, 'job of a stopped server marked lost');
-    }
-    for (const run of this.store.listActiveRuns()) {
-      if (ownerAlive(run.owner) || this.isRemote(run.id)) continue;
-      this.store.endRun(run.id, 'the server stopped before the run ended', now);
-      eventRecorder(this.store, run.id, run.created_at)('run', 'ended', { reason: 'the server stopped before the run ended' });
-    }
-    for (const submission of this.store.listUnfinishedSubmissions()) {
-      const run = this.store.getRun(submission.run_id)!;
-      if (ownerAlive(run.owner) || (run.state === 'active' && this.isRemote(run.id))) continue;
-      this.regrade(run, submission);
     }
     sweepCgroups(ownerAlive);
   }
@@ -228,13 +238,26 @@ export class Engine {
         `Run ${id} is served by another a2rl process (pid ${row.owner.split('-')[0]}); connect to that server, or stop it first.`,
       );
     }
-    const run = await this.serveRun(this.store.getRun(id)!);
+    this.markJobsOfStoppedServersLost(id);
+    let run: Run;
+    try {
+      run = await this.serveRun(this.store.getRun(id)!);
+    } catch (error) {
+      // Hand the run back, so that a later try (here or in another server) adopts it.
+      this.store.claimRun(id, this.owner, row.owner);
+      throw error;
+    }
     run.record('run', 'adopted', { owner: this.owner });
     for (const submission of this.store.listUnfinishedSubmissions()) {
       if (submission.run_id === id) this.regrade(row, submission);
     }
     this.logger.info({ run: id }, 'run adopted');
     return run;
+  }
+
+  /** Leaves a run this process prepared to whichever HTTP server uses its token first. */
+  releaseRun(id: string): void {
+    this.store.claimRun(id, this.owner, noOwner);
   }
 
   /** Adopts every active HTTP run whose server is gone, so budgets are enforced even while no agent is connected. */
@@ -262,17 +285,16 @@ export class Engine {
     });
   }
 
-  private async tick(): Promise<void> {
-    // Stopping jobs takes seconds; a tick never overlaps the one before.
-    if (this.closed || this.ticking) return;
-    this.ticking = true;
+  private tick(): void {
+    if (this.closed) return;
     try {
       this.jobs.sample();
-      for (const run of this.runs.values()) await run.enforceBudget();
     } catch (error) {
-      this.logger.error({ err: error }, 'budget check failed');
-    } finally {
-      this.ticking = false;
+      this.logger.error({ err: error }, 'sampling job usage failed');
+    }
+    // Not awaited: one run stopping its jobs (seconds) must not delay the other runs' checks.
+    for (const run of this.runs.values()) {
+      run.enforceBudget().catch((error: unknown) => this.logger.error({ err: error, run: run.id }, 'budget check failed'));
     }
   }
 
@@ -285,7 +307,7 @@ export class Engine {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.ticker);
-    for (const run of this.runs.values()) await this.jobs.stopRun(run.id, 'cancelled', 'the server stopped', agentJobKinds);
+    await Promise.all([...this.runs.values()].map((run) => this.jobs.stopRun(run.id, 'cancelled', 'the server stopped', agentJobKinds)));
     await this.grader.drain();
     await this.jobs.stopAll('the server stopped');
     JobCgroup.removeGroup(this.owner);
@@ -306,6 +328,9 @@ function workspaceOf(task: Task, dir: string): Workspace {
     { path: `lib/${task.env.package}`, source: task.paths.env },
   ]);
 }
+
+/** The owner of a run no process serves yet: never alive, so the first server to need it adopts it. */
+const noOwner = '0-0';
 
 function ownerAlive(owner: string): boolean {
   const [pid, startTime] = owner.split('-').map(Number);

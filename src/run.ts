@@ -23,6 +23,8 @@ export const agentJobKinds = ['exec', 'training', 'rollouts'] as const;
  * its state lives in the store, and this object holds what a live server needs for it.
  */
 export class Run {
+  private enforcing = false;
+
   constructor(
     readonly engine: Engine,
     readonly row: RunRow,
@@ -123,8 +125,18 @@ export class Run {
     }
   }
 
-  /** Enforces the budget: called every second by the engine. */
+  /** Enforces the budget: called every second by the engine; a check still stopping jobs is not overlapped. */
   async enforceBudget(): Promise<void> {
+    if (this.enforcing) return;
+    this.enforcing = true;
+    try {
+      await this.checkBudget();
+    } finally {
+      this.enforcing = false;
+    }
+  }
+
+  private async checkBudget(): Promise<void> {
     const row = this.engine.store.getRun(this.id)!;
     if (row.state === 'ended') {
       // Ended from another process (`a2rl runs revoke`): its jobs here stop too; none are left after an end here.

@@ -280,8 +280,12 @@ export class Store {
     return this.db.prepare('SELECT * FROM run_tokens WHERE token_hash = ?').get(tokenHash) as RunTokenRow | undefined;
   }
 
-  revokeRunToken(runId: string, at: number): boolean {
-    return this.db.prepare('UPDATE run_tokens SET revoked_at = ? WHERE run_id = ? AND revoked_at IS NULL').run(at, runId).changes > 0;
+  /** Revokes a run's token and ends the run, in one transaction: a crash cannot leave a revoked run active. Whether the run ended now. */
+  revokeRun(runId: string, reason: string, at: number): boolean {
+    return this.db.transaction(() => {
+      this.db.prepare('UPDATE run_tokens SET revoked_at = ? WHERE run_id = ? AND revoked_at IS NULL').run(at, runId);
+      return this.endRun(runId, reason, at);
+    })();
   }
 
   // events

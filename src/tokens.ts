@@ -47,8 +47,6 @@ export function revokeRun(store: Store, runId: string): void {
   if (!store.getRunToken(runId)) {
     throw new A2rlError('INVALID_INPUT', `Run ${runId} is served over stdio and has no token; it ends when its client disconnects.`);
   }
-  const now = Date.now();
-  store.revokeRunToken(runId, now);
   const reason = 'revoked by the operator';
-  if (store.endRun(runId, reason, now)) eventRecorder(store, runId, run.created_at)('run', 'ended', { reason });
+  if (store.revokeRun(runId, reason, Date.now())) eventRecorder(store, runId, run.created_at)('run', 'ended', { reason });
 }

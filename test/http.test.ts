@@ -406,6 +406,20 @@ describe('MCP over HTTP', () => {
     expect((await call(client, 'read_file', { path: 'code/note.txt' })).structured.content).toBe('from session one\n');
     expect((await call(client, 'budget_status')).structured).toMatchObject({ run_id: second.run_id, run_state: 'active' });
   });
+
+  it('a server already running adopts the run of one that crashed: its jobs are lost, the run goes on and takes new jobs', async () => {
+    const before = await open(first.token, 'sse');
+    const { job_id } = (await call(before, 'run_training', { command: 'python3 -c "import time; time.sleep(120)"' })).structured;
+    const crashing = server;
+    server = await startHttpServer(home);
+    crashing.child.kill('SIGKILL');
+    await crashing.exited;
+    const after = await open(first.token, 'streamable');
+    expect((await call(after, 'job_status', { job_id })).structured.jobs[0]).toMatchObject({ state: 'lost' });
+    expect((await call(after, 'budget_status')).structured).toMatchObject({ run_id: first.run_id, run_state: 'active' });
+    const next = (await call(after, 'run_training', { command: 'true' })).structured;
+    expect(next.job_id).not.toBe(job_id);
+  });
 });
 
 describe('MCP over HTTP: job limits and load', () => {

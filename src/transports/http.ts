@@ -278,15 +278,17 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
   await engine.adoptOrphanedRuns();
   const adopter = setInterval(() => void engine.adoptOrphanedRuns(), adoptIntervalMs);
   adopter.unref();
-  const closeIdleSessions = () => {
+  const closeIdleAndRevokedSessions = () => {
     const idleSince = Date.now() - options.sessionIdleMs;
     for (const [id, session] of sessions) {
-      if (session.kind !== 'streamable' || session.lastRequestAt > idleSince || session.recording.callsInFlight > 0) continue;
-      engine.logger.info({ session: id, run: session.runId }, 'closing an idle session');
+      const revoked = engine.store.getRunToken(session.runId)?.revoked_at != null;
+      const idle = session.kind === 'streamable' && session.lastRequestAt <= idleSince && session.recording.callsInFlight === 0;
+      if (!revoked && !idle) continue;
+      engine.logger.info({ session: id, run: session.runId, revoked }, 'closing a session');
       void session.recording.close();
     }
   };
-  const idleSweeper = setInterval(closeIdleSessions, Math.min(60_000, options.sessionIdleMs / 2));
+  const idleSweeper = setInterval(closeIdleAndRevokedSessions, Math.min(10_000, options.sessionIdleMs / 2));
   idleSweeper.unref();
 
   const signal = await new Promise<string>((resolve) => {
