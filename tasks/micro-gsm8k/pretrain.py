@@ -13,7 +13,6 @@ with slightly different weights. The committed model/ is the reference.
 import argparse
 import json
 import os
-import time
 
 # One thread in every pool (torch's and OpenBLAS's, which is sized when torch loads):
 # results then do not depend on the machine's core count, bit for bit.
@@ -22,7 +21,7 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import torch  # noqa: E402  (after the thread settings above)
 
-from microlm import GPT, GPTConfig, checkpoint, data  # noqa: E402
+from microlm import GPT, GPTConfig, checkpoint, data, train  # noqa: E402
 from micro_gsm8k import format_completion, format_prompt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,22 +45,8 @@ def main():
     # Empty prompt: the loss covers the question too, as in plain language-model pretraining.
     pairs = [("", format_prompt(it["question"]) + format_completion(it["answer"])) for it in items]
     model = GPT(CONFIG)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.99), weight_decay=0.0)
-    warmup = 50
     batches = data.batches(pairs, args.batch_size, CONFIG.context_len, seed=args.seed)
-    start = time.time()
-    for step in range(1, args.steps + 1):
-        for group in opt.param_groups:
-            group["lr"] = args.lr * min(1.0, step / warmup)
-        x, y = next(batches)
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % 50 == 0 or step == args.steps:
-            print(f"step {step}/{args.steps} loss {loss.item():.3f} {time.time() - start:.0f}s", flush=True)
+    train.fit(model, batches, args.steps, train.warmup_constant(args.lr, warmup=50))
     checkpoint.save(model, args.out)
     print(f"saved {model.num_params()} parameters to {args.out}")
 

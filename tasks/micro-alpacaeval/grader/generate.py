@@ -60,6 +60,21 @@ def respond(model, items):
     return generate(model, prompts, MAX_NEW_TOKENS, batch_size=BATCH_SIZE)
 
 
+def response_rows(model, eval_dir):
+    """The output lines: every item of both splits with its greedy response, public first."""
+    rows = []
+    for split in SPLITS:
+        items = load_split(eval_dir, split)
+        start = time.time()
+        for item, response in zip(items, respond(model, items)):
+            rows.append({
+                "id": item["id"], "split": split, "instruction": item["instruction"],
+                "constraints": item["constraints"], "reference": item["reference"], "response": response,
+            })
+        print(f"{split}: {len(items)} responses in {time.time() - start:.1f}s", file=sys.stderr, flush=True)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory (config.json + model.pt)")
@@ -74,17 +89,7 @@ def main():
         print(f"invalid checkpoint: {e}", file=sys.stderr)
         sys.exit(2)
 
-    rows = []
-    for split in SPLITS:
-        items = load_split(args.eval_dir, split)
-        start = time.time()
-        for item, response in zip(items, respond(model, items)):
-            rows.append({
-                "id": item["id"], "split": split, "instruction": item["instruction"],
-                "constraints": item["constraints"], "reference": item["reference"], "response": response,
-            })
-        print(f"{split}: {len(items)} responses in {time.time() - start:.1f}s", file=sys.stderr, flush=True)
-
+    rows = response_rows(model, args.eval_dir)
     with open(args.out, "w") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")

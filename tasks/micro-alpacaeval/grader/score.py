@@ -18,9 +18,8 @@ that satisfy all their constraints (reference_all_met: of the references).
 import argparse
 import json
 import sys
-import time
 
-from generate import SPLITS, load_model, load_split, respond  # this folder's generate.py
+from generate import SPLITS, load_model, response_rows  # this folder's generate.py
 from judge import judge
 
 from microlm import CheckpointError
@@ -78,13 +77,7 @@ def main():
         except CheckpointError as e:
             print(f"invalid checkpoint: {e}", file=sys.stderr)
             sys.exit(2)
-        rows = []
-        for split in SPLITS:
-            items = load_split(args.eval_dir, split)
-            start = time.time()
-            for item, response in zip(items, respond(model, items)):
-                rows.append(dict(item, split=split, response=response))
-            print(f"{split}: {len(items)} responses in {time.time() - start:.1f}s", file=sys.stderr, flush=True)
+        rows = response_rows(model, args.eval_dir)
     result = win_rates(rows)
     print(json.dumps(result))
     if args.out:

@@ -9,13 +9,12 @@ fine-tuning, and saves the result to /workspace/output/final/.
 
 import argparse
 import json
-import math
 import random
-import time
 
 import torch
 
 from microlm import checkpoint, data, generate
+from microlm.train import fit, warmup_cosine
 from micro_gsm8k import format_completion, format_prompt, reward
 
 
@@ -51,24 +50,9 @@ def main():
 
     model = checkpoint.load(args.base)
     print(f"base model: {model.num_params()} parameters, held-out accuracy {accuracy(model, held_out):.1f}%", flush=True)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.99), weight_decay=0.0)
     batches = data.batches(pairs, args.batch_size, model.config.context_len, seed=args.seed)
-    start = time.time()
-    for step in range(1, args.steps + 1):
-        # Linear warmup, then cosine decay to a tenth of the peak rate.
-        progress = max(0.0, (step - args.warmup) / max(1, args.steps - args.warmup))
-        lr = args.lr * min(1.0, step / max(1, args.warmup)) * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
-        for group in opt.param_groups:
-            group["lr"] = lr
-        x, y = next(batches)
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % 50 == 0 or step == args.steps:
-            print(f"step {step}/{args.steps} loss {loss.item():.3f} lr {lr:.2e} {time.time() - start:.0f}s", flush=True)
+    # Linear warmup, then cosine decay to a tenth of the peak rate.
+    fit(model, batches, args.steps, warmup_cosine(args.lr, args.warmup, args.steps))
 
     print(f"held-out accuracy {accuracy(model, held_out):.1f}%", flush=True)
     checkpoint.save(model, args.out)
