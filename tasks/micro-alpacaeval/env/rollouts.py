@@ -19,74 +19,27 @@ same rollouts: pass a new --seed for fresh samples. Exit status 2 on a bad
 checkpoint or bad arguments.
 """
 
-import argparse
 import json
-import random
-import sys
-import time
 
-import torch
-
-from microlm import CheckpointError, checkpoint, generate
+from microlm import sampling
 
 from .prompt import format_prompt
 
-
-def fail(message):
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
+KEYS = ("instruction", "constraints", "reference")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python3 -m micro_alpacaeval.rollouts", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = sampling.parser(
+        "python3 -m micro_alpacaeval.rollouts", __doc__, "JSONL of {instruction, constraints, reference} items", max_new_tokens=128
     )
-    parser.add_argument("--checkpoint", required=True, help="checkpoint directory (config.json + model.pt)")
-    parser.add_argument("--data", required=True, help="JSONL of {instruction, constraints, reference} items")
-    parser.add_argument("--n", type=int, required=True, help="total number of completions")
-    parser.add_argument("--group-size", type=int, default=1, help="completions per prompt; must divide n")
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--top-k", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-new-tokens", type=int, default=128, help="the grader's limit is 128")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    parser.add_argument("--out", required=True, help="output JSONL path")
     args = parser.parse_args(argv)
-
-    if args.n < 1 or args.group_size < 1 or args.n % args.group_size:
-        fail(f"--n ({args.n}) must be a positive multiple of --group-size ({args.group_size})")
-    if args.temperature < 0 or args.max_new_tokens < 1 or args.batch_size < 1 or (args.top_k or 1) < 1:
-        fail("--temperature must be >= 0; --max-new-tokens, --batch-size and --top-k must be >= 1")
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    try:
-        model = checkpoint.load(args.checkpoint)
-    except CheckpointError as e:
-        fail(f"invalid checkpoint: {e}")
-    if model.config.context_len < args.max_new_tokens + 2:
-        fail(f"--max-new-tokens {args.max_new_tokens} leaves no room for the prompt in context_len {model.config.context_len}")
-    try:
-        with open(args.data) as f:
-            items = [json.loads(line) for line in f if line.strip()]
-    except (OSError, ValueError) as e:
-        fail(f"cannot read --data: {e}")
-    keys = ("instruction", "constraints", "reference")
-    if not all(isinstance(it, dict) and all(k in it for k in keys) for it in items):
-        fail('every --data line must be a JSON object with "instruction", "constraints" and "reference"')
-    n_prompts = args.n // args.group_size
-    if n_prompts > len(items):
-        fail(f"--n / --group-size = {n_prompts} prompts, but --data has only {len(items)} items")
-
-    indices = random.Random(args.seed).sample(range(len(items)), n_prompts)
-    prompts = [format_prompt(items[i]["instruction"]) for i in indices for _ in range(args.group_size)]
-    print(f"rollouts: sampling {len(prompts)} completions", file=sys.stderr, flush=True)
-    start = time.time()
-    completions = generate(
-        model, prompts, args.max_new_tokens,
-        temperature=args.temperature, top_k=args.top_k, seed=args.seed, batch_size=args.batch_size,
+    model, items, indices = sampling.prepare(
+        args,
+        lambda it: isinstance(it, dict) and all(k in it for k in KEYS),
+        'every --data line must be a JSON object with "instruction", "constraints" and "reference"',
     )
-    print(f"rollouts: done in {time.time() - start:.1f}s", file=sys.stderr, flush=True)
+    prompts = [format_prompt(items[i]["instruction"]) for i in indices for _ in range(args.group_size)]
+    completions = sampling.sample(model, prompts, args)
 
     with open(args.out, "w") as f:
         for k, completion in enumerate(completions):
