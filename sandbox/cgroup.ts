@@ -99,6 +99,10 @@ export class JobCgroup {
     return Number(this.read('memory', 'memory.max_usage_in_bytes') ?? 0);
   }
 
+  memoryBytes(): number {
+    return Number(this.read('memory', 'memory.usage_in_bytes') ?? 0);
+  }
+
   oomKills(): number {
     const match = /oom_kill (\d+)/.exec(this.read('memory', 'memory.oom_control') ?? '');
     return match ? Number(match[1]) : 0;

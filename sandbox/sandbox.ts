@@ -57,6 +57,8 @@ export interface ExitStatus {
 export interface ResourceUsage {
   cpuSeconds: number;
   peakMemoryBytes: number;
+  /** Memory in use now, where the backend measures it. */
+  memoryBytes?: number;
   /** False where the host gives no per-job accounting: the caller then estimates. */
   measured: boolean;
 }

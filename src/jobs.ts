@@ -1,6 +1,7 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import type { ExitStatus, ResourceLimits, SandboxInstance, SandboxProcess } from '../sandbox/sandbox.js';
 import { A2rlError } from './errors.js';
+import { GpuMonitor } from './gpu-usage.js';
 import type { Logger } from './logger.js';
 import type { RecordEvent } from './recorder.js';
 import type { JobKind, JobRow, JobState, Store } from './store.js';
@@ -36,6 +37,8 @@ interface LiveJob {
   request: JobRequest;
   process: SandboxProcess;
   startedAt: number;
+  /** The last resource sample recorded: CPU rates are measured between samples. */
+  lastSample: { at: number; cpuSeconds: number };
   /** Set when the server stops the job, so the exit is reported as what it was. */
   stop?: { state: JobState; reason: string };
   timer?: NodeJS.Timeout;
@@ -45,12 +48,16 @@ interface LiveJob {
 /** Grace between TERM and KILL when the server stops a job. */
 export const stopGraceMs = 5000;
 
+/** How often a running job's resources are recorded as a `sample` event. */
+export const resourceSampleMs = 5000;
+
 /**
  * Starts jobs in sandboxes, samples their usage into the store, stops them (TERM, then
  * KILL), and writes their end state. One per server process; jobs of all runs.
  */
 export class JobManager {
   private readonly live = new Map<number, LiveJob>();
+  private readonly gpus = new GpuMonitor();
 
   constructor(
     private readonly store: Store,
@@ -101,7 +108,13 @@ export class JobManager {
     } finally {
       closeSync(fd);
     }
-    const job: LiveJob = { request, process, startedAt: now, done: undefined as unknown as Promise<JobRow> };
+    const job: LiveJob = {
+      request,
+      process,
+      startedAt: now,
+      lastSample: { at: now, cpuSeconds: 0 },
+      done: undefined as unknown as Promise<JobRow>,
+    };
     job.done = process.exited.then((status) => this.finish(id, job, status));
     if (request.timeoutMs !== undefined) {
       job.timer = setTimeout(
@@ -110,15 +123,41 @@ export class JobManager {
       );
     }
     this.live.set(id, job);
-    request.record('job', 'started', { job_id: id, kind: request.kind, command: request.command, limits: request.limits });
+    request.record('job', 'started', {
+      job_id: id,
+      kind: request.kind,
+      command: request.command,
+      limits: request.limits,
+      charged: request.charged,
+      log_path: row.log_path,
+    });
     this.logger.info({ job: id, run: request.runId, kind: request.kind }, 'job started');
     return this.store.getJob(id)!;
   }
 
-  /** Writes the latest CPU (and GPU) seconds of every running job into the store. */
+  /**
+   * Writes the latest CPU (and GPU) seconds of every running job into the store, and every
+   * `resourceSampleMs` records a resource sample of it (CPU, memory, GPU where it has one).
+   */
   sample(): void {
     const now = Date.now();
-    for (const [id, job] of this.live) this.store.updateJobUsage(id, job.process.usage().cpuSeconds, gpuSeconds(job, now));
+    for (const [id, job] of this.live) {
+      const usage = job.process.usage();
+      this.store.updateJobUsage(id, usage.cpuSeconds, gpuSeconds(job, now));
+      if (now - job.lastSample.at < resourceSampleMs) continue;
+      const cpuPercent = (100 * (usage.cpuSeconds - job.lastSample.cpuSeconds)) / ((now - job.lastSample.at) / 1000);
+      job.lastSample = { at: now, cpuSeconds: usage.cpuSeconds };
+      const gpus = this.gpus.readings(job.request.limits.gpus);
+      job.request.record('sample', 'resources', {
+        job_id: id,
+        cpu_s: Math.round(usage.cpuSeconds * 1000) / 1000,
+        cpu_percent: Math.round(cpuPercent * 10) / 10,
+        cpu_measured: usage.measured,
+        memory_bytes: usage.memoryBytes ?? null,
+        peak_memory_bytes: usage.peakMemoryBytes,
+        ...(gpus.length > 0 ? { gpus } : {}),
+      });
+    }
   }
 
   /** Stops a running job and resolves with its final row; a finished job is returned as is. */
@@ -180,10 +219,15 @@ export class JobManager {
     const row = this.store.getJob(id)!;
     job.request.record('job', 'finished', {
       job_id: id,
+      kind: row.kind,
       state,
       reason,
       exit_code: status.exitCode,
+      charged: row.charged === 1,
       cpu_s: row.cpu_s,
+      gpu_s: row.gpu_s,
+      episodes_done: row.episodes_done,
+      log_path: row.log_path,
       peak_memory_bytes: usage.peakMemoryBytes,
       cpu_measured: usage.measured,
       duration_s: (endedAt - job.startedAt) / 1000,

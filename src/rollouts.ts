@@ -71,7 +71,7 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
     episodesRequested: request.episodes,
     collect: async () => {
       const summary = await collectBatch(run, out, request.episodes);
-      run.record('rollouts', 'batch', { ...summary, checkpoint: checkpoint.path });
+      run.record('rollouts', 'batch', { job_id: job.id, ...summary, checkpoint: checkpoint.path });
       return { episodesDone: summary.episodes, result: summary };
     },
   });

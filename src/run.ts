@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { ResourceLimits, SandboxInstance } from '../sandbox/sandbox.js';
 import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } from './budget.js';
+import { codeSnapshotsOf, recordCodeSnapshot } from './code-snapshot.js';
 import { A2rlError } from './errors.js';
 import type { Engine } from './engine.js';
 import type { RecordEvent } from './recorder.js';
@@ -63,6 +64,11 @@ export class Run {
       logDir: join(this.dir, 'logs'),
       record: this.record,
     });
+  }
+
+  /** Snapshots the workspace's code/ folder into the server's content-addressed store, recorded against a job or submission. */
+  snapshotCode(trigger: { job_id: number } | { submission_id: number }): string | undefined {
+    return recordCodeSnapshot(codeSnapshotsOf(this.engine.home), join(this.workspace.root, 'code'), this.record, trigger);
   }
 
   /** Resources of one agent job: the task's defaults, narrowed where the caller asks. */

@@ -89,6 +89,10 @@ const migrations: string[] = [
      created_at INTEGER NOT NULL,
      revoked_at INTEGER
    );`,
+  // Who is benchmarked: set by whatever launches the agent (a2rl run), read by reports and the leaderboard.
+  `ALTER TABLE runs ADD COLUMN agent TEXT;
+   ALTER TABLE runs ADD COLUMN agent_version TEXT;
+   ALTER TABLE runs ADD COLUMN driver_model TEXT;`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -121,7 +125,13 @@ export interface RunRow {
   owner: string;
   created_at: number;
   ended_at: number | null;
+  /** The agent stack (e.g. claude-code), its version and the model driving it; null when the launcher did not say. */
+  agent: string | null;
+  agent_version: string | null;
+  driver_model: string | null;
 }
+
+export type RunAgent = Pick<RunRow, 'agent' | 'agent_version' | 'driver_model'>;
 
 export interface JobRow {
   id: number;
@@ -233,7 +243,7 @@ export class Store {
 
   // runs
 
-  insertRun(run: Omit<RunRow, 'state' | 'end_reason' | 'ended_at'>): void {
+  insertRun(run: Omit<RunRow, 'state' | 'end_reason' | 'ended_at' | keyof RunAgent>): void {
     this.db
       .prepare(
         `INSERT INTO runs (id, task_id, label, budget, state, dir, sandbox, grader_version, owner, created_at)
@@ -259,6 +269,22 @@ export class Store {
       .prepare(`UPDATE runs SET state = 'ended', end_reason = ?, ended_at = ? WHERE id = ? AND state = 'active'`)
       .run(reason, at, id).changes;
     return changed > 0;
+  }
+
+  /** Records who is benchmarked in a run; fields left undefined keep their value. */
+  setRunAgent(id: string, agent: Partial<RunAgent>): void {
+    const changed = this.db
+      .prepare(
+        `UPDATE runs SET agent = COALESCE(@agent, agent), agent_version = COALESCE(@agent_version, agent_version),
+           driver_model = COALESCE(@driver_model, driver_model) WHERE id = @id`,
+      )
+      .run({
+        id,
+        agent: agent.agent ?? null,
+        agent_version: agent.agent_version ?? null,
+        driver_model: agent.driver_model ?? null,
+      }).changes;
+    if (changed === 0) throw new Error(`no run ${id} in ${this.path}`);
   }
 
   /** Hands a run from one server process to another; false when `from` no longer owns it. */

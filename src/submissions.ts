@@ -140,6 +140,7 @@ export function submitArtifact(run: Run, path: string, note: string | undefined)
     content_hash: snapshot.contentHash,
     bytes: snapshot.bytes,
   });
+  run.snapshotCode({ submission_id: outcome.inserted.id });
   startGrading(engine, task, run, outcome.inserted);
   return { submission: engine.store.getSubmission(outcome.inserted.id)!, duplicate: false };
 }

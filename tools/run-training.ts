@@ -40,6 +40,7 @@ export const runTrainingTool = defineTool({
       limits: run.jobLimits({ cpus: args.cpus, memoryMb: args.memory_mb }),
       timeoutMs: args.timeout_minutes === undefined ? undefined : args.timeout_minutes * 60_000,
     });
+    run.snapshotCode({ job_id: job.id });
     const view = viewJob(run, job);
     return {
       structured: view,
