@@ -21,6 +21,8 @@ import { packageRoot } from '../src/paths.js';
 import { Store } from '../src/store.js';
 import { getTask, listTaskIds } from '../src/tasks.js';
 import { executePrograms } from '../src/execution.js';
+import { analyzeRun, loadRunFacts } from '../src/analysis.js';
+import { buildLeaderboard, runResults } from '../src/leaderboard.js';
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** digits;
@@ -251,6 +253,100 @@ async function httpServing(home: string, idleSessions: number) {
   }
 }
 
+/**
+ * Post-hoc summaries over many recorded runs: a store of `runs` runs of `eventsPerRun`
+ * events each (tool calls, resource samples, jobs, submissions), then the time to
+ * summarise each run and to build the leaderboard over all of them.
+ */
+function reportsOverManyRuns(home: string, runs: number, eventsPerRun: number) {
+  const task = getTask('micro-gsm8k');
+  const store = new Store(join(home, 'reports.sqlite'));
+  store.insertGrade({
+    task_id: task.id,
+    grader_version: task.graderVersion,
+    content_hash: task.baseModelHash,
+    public_score: 10,
+    private_score: 12,
+    details: '{}',
+    duration_ms: 1,
+    created_at: 0,
+  });
+  const budget = JSON.stringify(task.defaultLimits);
+  store.db.transaction(() => {
+    for (let r = 0; r < runs; r++) {
+      const id = `run-${r}`;
+      store.insertRun({
+        id,
+        task_id: task.id,
+        label: `agent-${r % 4}`,
+        budget,
+        dir: join(home, id),
+        sandbox: 'bwrap',
+        grader_version: task.graderVersion,
+        owner: '0-0',
+        created_at: 0,
+      });
+      const event = (i: number, kind: string, name: string, data: unknown) =>
+        store.insertEvent({ run_id: id, at: i * 1000, t_rel_ms: i * 1000, kind, name, data: JSON.stringify(data) });
+      event(0, 'job', 'started', { job_id: r * 10 + 1, kind: 'training', command: 'python3 code/train.py --lr 1e-3', charged: true });
+      for (let i = 1; i < eventsPerRun - 8; i++) {
+        if (i % 2) event(i, 'sample', 'resources', { job_id: r * 10 + 1, cpu_s: i, cpu_percent: 100, memory_bytes: 1e8 });
+        else event(i, 'tool', 'job_status', { arguments: { job_id: 'job-1' }, result: { state: 'running' }, duration_ms: 5 });
+      }
+      event(eventsPerRun, 'job', 'finished', {
+        job_id: r * 10 + 1,
+        kind: 'training',
+        state: 'succeeded',
+        exit_code: 0,
+        charged: true,
+        cpu_s: eventsPerRun,
+        gpu_s: 0,
+      });
+      for (let k = 1; k <= 3; k++) {
+        const hash = `${id}-${k}`;
+        const { inserted } = store.insertSubmissionWithin(5, {
+          run_id: id,
+          path: 'output/final',
+          note: null,
+          content_hash: hash,
+          files: 2,
+          bytes: 1,
+          created_at: k,
+        }) as { inserted: { id: number } };
+        const score = 10 + ((r * 7 + k * 13) % 40);
+        store.insertGrade({
+          task_id: task.id,
+          grader_version: task.graderVersion,
+          content_hash: hash,
+          public_score: score,
+          private_score: score - 1,
+          details: '{}',
+          duration_ms: 1,
+          created_at: 0,
+        });
+        store.setSubmissionState(inserted.id, 'graded', null, k);
+        event(eventsPerRun + k, 'submission', 'queued', { submission_id: inserted.id, path: 'output/final' });
+        event(eventsPerRun + k, 'submission', 'graded', { submission_id: inserted.id, public_score: score, private_score: score - 1 });
+      }
+      store.endRun(id, 'done', (eventsPerRun + 10) * 1000);
+    }
+  })();
+  let start = performance.now();
+  for (let r = 0; r < runs; r++) analyzeRun(loadRunFacts(store, `run-${r}`));
+  const summaryMs = (performance.now() - start) / runs;
+  start = performance.now();
+  const rows = buildLeaderboard(runResults(store));
+  const leaderboardMs = performance.now() - start;
+  store.close();
+  return {
+    runs,
+    events_per_run: eventsPerRun,
+    summary_ms_per_run: round(summaryMs),
+    leaderboard_ms: round(leaderboardMs),
+    groups: rows.length,
+  };
+}
+
 async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promise<R[]> {
   const out: R[] = [];
   for (const input of inputs) out.push(await f(input));
@@ -265,6 +361,7 @@ const sections: Record<string, () => Promise<unknown>> = {
     Object.fromEntries(await sequential(listTaskIds(), async (id) => [id, await gradingThroughput(home, id)] as const)),
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),
   mcp_over_http: () => httpServing(home, 128),
+  reports_over_many_runs: async () => reportsOverManyRuns(home, 200, 1000),
 };
 const selected = process.argv.slice(2);
 const unknown = selected.filter((name) => !(name in sections));

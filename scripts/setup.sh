@@ -4,7 +4,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-debs="bubblewrap python3-torch python3-numpy libopenblas0-pthread"
+# chromium: the HTML report is checked in headless Chromium (test/report.test.ts).
+debs="bubblewrap python3-torch python3-numpy libopenblas0-pthread chromium"
 missing=""
 for p in $debs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

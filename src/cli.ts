@@ -4,6 +4,7 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { parseBudget } from './budget.js';
 import { connectStdio } from './client.js';
+import { addReportCommands } from './cli-reports.js';
 import { formatSummaryTable, runDemo } from './demo.js';
 import { Engine, type JudgeConfig } from './engine.js';
 import { A2rlError, isA2rlError } from './errors.js';
@@ -226,6 +227,8 @@ runs
       store.close();
     }
   });
+
+addReportCommands(program, runs, home);
 
 /** What an operator pastes into a client to connect it to the run. */
 function clientSetup(runId: string, token: string, url: string): string {

@@ -63,6 +63,8 @@ const taskFileSchema = z.object({
   instructions: z.string(),
   /** The scripted replay that must beat the baseline by at least `minImprovement` points within the default budget. */
   oracle: z.object({ replay: z.string(), minImprovement: z.number().positive() }),
+  /** Points over the baseline (private half) a run must gain to count as a success on the leaderboard. */
+  successMargin: z.number().positive().default(10),
 });
 
 export type TaskFile = z.infer<typeof taskFileSchema>;

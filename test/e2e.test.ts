@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { analyzeRun, loadRunFacts } from '../src/analysis.js';
 import { loadReplay, playReplay } from '../src/replay.js';
 import { summarizeRun } from '../src/report.js';
 import { Store } from '../src/store.js';
@@ -38,9 +39,54 @@ describe('oracles end to end', () => {
         // The record holds every call of the replay and the jobs it started.
         expect(store.listEvents(runId, 'tool').length).toBeGreaterThanOrEqual(loadReplay(task.paths.oracle).steps.length);
         expect(store.listJobs(runId).map((job) => job.kind)).toEqual(expect.arrayContaining(['exec', 'training', 'rollouts', 'grading']));
+        checkReportAgainstStore(store, runId);
       } finally {
         store.close();
       }
     },
   );
 });
+
+/** The post-hoc summary (what `a2rl report` shows) must agree with the store's own tables. */
+function checkReportAgainstStore(store: Store, runId: string): void {
+  const run = store.getRun(runId)!;
+  const task = getTask(run.task_id);
+  const analysis = analyzeRun(loadRunFacts(store, runId));
+  const summary = summarizeRun(store, runId);
+  const submissions = store.listSubmissions(runId);
+  const graded = submissions.filter((s) => s.state === 'graded');
+  const jobs = store.listJobs(runId);
+  const m = analysis.metrics;
+  expect(m.submissions).toBe(submissions.length);
+  expect(m.valid_submissions).toBe(graded.length);
+  expect(m.best).toMatchObject({ public: summary.best!.public, private: summary.best!.private });
+  expect(m.last).toMatchObject({ public: summary.last!.public, private: summary.last!.private });
+  expect(m.improvement_best).toEqual(summary.improvement);
+  expect(analysis.baseline).toEqual(summary.baseline);
+  expect(m.time_to_first_valid_s).toBeCloseTo((graded[0]!.created_at - run.created_at) / 1000, 0);
+  expect(m.gap_to_budget_end_s).toBeCloseTo(task.defaultLimits.wallSeconds - (submissions.at(-1)!.created_at - run.created_at) / 1000, 0);
+  expect(m.compute_s).toBeCloseTo(store.usage(runId).computeSeconds, 1);
+  expect(m.rollout_episodes).toBe(store.usage(runId).rolloutEpisodes);
+  expect(m.training_jobs).toBe(jobs.filter((j) => j.kind === 'training').length);
+  expect(m.training_failures).toBe(jobs.filter((j) => j.kind === 'training' && j.state !== 'succeeded').length);
+  expect(m.wall_s).toBeCloseTo((run.ended_at! - run.created_at) / 1000, 0);
+  expect(m.tool_calls).toBe(store.listEvents(runId, 'tool').length);
+  expect(analysis.jobs.map((j) => [j.job_id, j.state])).toEqual(jobs.map((j) => [j.id, j.state]));
+  // Every oracle beats its baseline with a trained (not copied) model, and the code behind it was snapshotted.
+  expect(analysis.failure_type).toBeNull();
+  expect(analysis.iterations).toHaveLength(submissions.length);
+  expect(analysis.iterations[0]).toMatchObject({ outcome: 'new_best', failure_type: null });
+  expect(analysis.iterations[0]!.route).not.toBe('copy_of_base');
+  expect(analysis.iterations[0]!.code_tree).toMatch(/^[0-9a-f]{64}$/);
+  // Training ran for more than the sampling interval: its resources were sampled, memory from its cgroup where measured.
+  const training = jobs.find((j) => j.kind === 'training')!;
+  const samples = store
+    .listEvents(runId, 'sample')
+    .map((e) => JSON.parse(e.data) as { job_id: number; cpu_measured: boolean; memory_bytes: number | null });
+  const trainingSamples = samples.filter((s) => s.job_id === training.id);
+  expect(trainingSamples.length).toBeGreaterThan(0);
+  for (const s of trainingSamples) if (s.cpu_measured) expect(s.memory_bytes).toBeGreaterThan(0);
+  expect(store.listEvents(runId, 'snapshot').length).toBeGreaterThanOrEqual(
+    jobs.filter((j) => j.kind === 'training').length + submissions.length,
+  );
+}
