@@ -142,7 +142,7 @@ export interface RunAnalysis {
   baseline: ScorePair | null;
   metrics: RunMetrics;
   iterations: Iteration[];
-  /** Run-level failure type: null when the best submission beat the baseline. */
+  /** Run-level failure type: null when the best submission beat the baseline (or, without a baseline grade, when there was a submission). */
   failure_type: FailureType | null;
   jobs: JobFact[];
   submissions: SubmissionFact[];
@@ -218,9 +218,9 @@ export function analyzeRun(facts: RunFacts): RunAnalysis {
   };
   const iterations = buildIterations(facts, jobs, submissions, baseline, isBaseCopy);
   let failure: FailureType | null = null;
-  if (!(metrics.improvement_best && metrics.improvement_best.public > 0)) {
-    if (graded.length === 0 && submissions.length === 0) failure = 'timeout_no_submission';
-    else failure = [...iterations].reverse().find((it) => it.failure_type)?.failure_type ?? 'unknown';
+  if (submissions.length === 0) failure = 'timeout_no_submission';
+  else if (baseline && !(metrics.improvement_best && metrics.improvement_best.public > 0)) {
+    failure = [...iterations].reverse().find((it) => it.failure_type)?.failure_type ?? 'unknown';
   }
   return { run: facts.run, baseline, metrics, iterations, failure_type: failure, jobs, submissions, compute_curve: computeCurve };
 }

@@ -336,6 +336,26 @@ describe('a2rl report, runs export and leaderboard commands', () => {
       metrics: { valid_submissions: number };
     };
     expect(json.metrics.valid_submissions).toBe(1);
+    const llm = await startFakeLlm(() => 'It trained once and won.');
+    try {
+      const narrated = await run('node', [
+        cli,
+        '--home',
+        home,
+        'report',
+        'c1',
+        '--format',
+        'md',
+        '--llm',
+        '--llm-url',
+        llm.baseUrl,
+        '--llm-model',
+        'm',
+      ]);
+      expect(narrated.stdout).toContain('## Narrative\n\nIt trained once and won.');
+    } finally {
+      await llm.close();
+    }
     const out = join(home, 'board');
     await run('node', [cli, '--home', home, 'leaderboard', '--task', 'micro-gsm8k', '--out', out]);
     expect(readFileSync(join(out, 'leaderboard.csv'), 'utf8')).toContain('micro-gsm8k,agent-y,–,1,30.00');
