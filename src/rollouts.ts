@@ -18,14 +18,18 @@ export interface RolloutRequest {
 
 export interface RolloutSummary {
   episodes: number;
+  /** Mean reward of a completion (static tasks) or mean return of an episode (interactive tasks). */
   mean_reward: number | null;
+  /** Share of episodes that reached their goal, where the task's episodes say so (interactive tasks). */
+  success_rate?: number;
   out: string;
 }
 
 /**
  * Starts the task's rollout sampler in the run's sandbox: episodes with a checkpoint as
- * policy, scored by the task's reward (by the sampler, or by the judge once it is done),
- * written as JSONL under rollouts/. Episodes are reserved when the job starts and charged
+ * policy — one completion each for a static task, a multi-step trajectory in the task's
+ * environment for an interactive one — scored by the task's reward (by the sampler, or by
+ * the judge once it is done), written as JSONL under rollouts/. Episodes are reserved when the job starts and charged
  * as produced when it ends.
  */
 export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow; out: string } {
@@ -114,9 +118,17 @@ async function collectBatch(run: Run, path: string, requested: number): Promise<
       closeSync(fd);
     }
   }
-  const rewards = episodes.map((e) => Number(e.reward)).map((r) => (Number.isFinite(r) ? r : 0));
-  const mean = rewards.length ? rewards.reduce((a, b) => a + b, 0) / rewards.length : null;
-  return { episodes: episodes.length, mean_reward: mean === null ? null : Math.round(mean * 1e4) / 1e4, out: path };
+  const rewards = episodes.map((e) => Number(e.return ?? e.reward)).map((r) => (Number.isFinite(r) ? r : 0));
+  const summary: RolloutSummary = { episodes: episodes.length, mean_reward: mean(rewards), out: path };
+  if (episodes.length > 0 && episodes.every((e) => typeof e.success === 'boolean')) {
+    summary.success_rate = mean(episodes.map((e) => (e.success ? 1 : 0)))!;
+  }
+  return summary;
+}
+
+function mean(values: number[]): number | null {
+  if (values.length === 0) return null;
+  return Math.round((values.reduce((a, b) => a + b, 0) / values.length) * 1e4) / 1e4;
 }
 
 function readEpisodes(workspace: Workspace, path: string): Array<Record<string, unknown>> {

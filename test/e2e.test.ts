@@ -39,6 +39,8 @@ describe('oracles end to end', () => {
         // The record holds every call of the replay and the jobs it started.
         expect(store.listEvents(runId, 'tool').length).toBeGreaterThanOrEqual(loadReplay(task.paths.oracle).steps.length);
         expect(store.listJobs(runId).map((job) => job.kind)).toEqual(expect.arrayContaining(['exec', 'training', 'rollouts', 'grading']));
+        // Interactive tasks close the loop: rollouts from the current policy, training, fresh rollouts.
+        if (task.level === 3) expect(store.listJobs(runId, ['rollouts']).length).toBeGreaterThanOrEqual(2);
         checkReportAgainstStore(store, runId);
       } finally {
         store.close();

@@ -7,23 +7,26 @@ export const launchRolloutsTool = defineTool({
   name: 'launch_rollouts',
   title: 'Sample rollouts from a checkpoint',
   description:
-    "Samples completions (episodes) from a checkpoint on training prompts and scores each with the task's reward, as a " +
-    'job in the sandbox; returns its job id at once. The episodes land in rollouts/batch-NNN.jsonl, one JSON object per ' +
-    'line with prompt_index, prompt, completion, answer and reward: the material for GRPO, PPO or rejection-sampling ' +
-    'fine-tuning. group_size G samples G completions per prompt (GRPO groups). Episodes are charged to the rollout ' +
-    'budget, CPU time to compute. When the job ends, job_status shows the batch size and mean reward.',
+    'Plays episodes with a checkpoint as the policy, as a job in the sandbox; returns its job id at once. Static ' +
+    "tasks: an episode is one completion of a training prompt scored by the task's reward (JSON lines with " +
+    'prompt_index, prompt, completion, answer, reward). Interactive tasks: an episode is a trajectory in the ' +
+    "task's environment on a training game (JSON lines with game_index, seed, task_type, steps [observation, action, " +
+    'reward, done], return, success, length). The episodes land in rollouts/batch-NNN.jsonl: the material for GRPO, ' +
+    'PPO, REINFORCE or rejection-sampling fine-tuning. group_size G plays G episodes per prompt or game (GRPO ' +
+    'groups). Episodes are charged to the rollout budget, CPU time to compute. When the job ends, job_status shows ' +
+    'the batch size, mean reward (or return) and, for interactive tasks, the success rate.',
   inputSchema: z
     .object({
       checkpoint: z.string().default('models/base').describe('Checkpoint folder in the workspace, e.g. "output/step-400"'),
-      episodes: z.number().int().min(1).max(10_000).describe('Completions to sample in total'),
-      group_size: z.number().int().min(1).max(64).default(1).describe('Completions per prompt; episodes must be a multiple of it'),
+      episodes: z.number().int().min(1).max(10_000).describe('Episodes to play in total'),
+      group_size: z.number().int().min(1).max(64).default(1).describe('Episodes per prompt or game; episodes must be a multiple of it'),
       temperature: z.number().min(0).max(2).default(1).describe('Sampling temperature; 0 is greedy'),
       seed: z
         .number()
         .int()
         .min(0)
         .optional()
-        .describe('Seed for prompt choice and sampling (default: the batch number, so each batch differs)'),
+        .describe('Seed for the choice of prompts or games and for sampling (default: the batch number, so each batch differs)'),
     })
     .strict(),
   outputSchema: jobViewSchema.extend({ out: z.string().describe('Where the episodes will be written') }),

@@ -24,7 +24,7 @@ sys.path.insert(0, LIB)
 
 import torch  # noqa: E402
 
-from microlm import CheckpointError, GPT, GPTConfig, checkpoint, data, generate, tokenizer  # noqa: E402
+from microlm import CheckpointError, GPT, GPTConfig, checkpoint, data, episodes, generate, tokenizer  # noqa: E402
 from micro_gsm8k import extract_answer, format_prompt, reward  # noqa: E402
 
 BASE = os.path.join(TASK, "model")
@@ -70,6 +70,34 @@ class Library(unittest.TestCase):
         first = generate(model, prompts, 24, temperature=1.0, seed=7)
         self.assertEqual(first, generate(model, prompts, 24, temperature=1.0, seed=7))
         self.assertGreater(len(set(first)), 1)
+
+    def test_episodes_play_in_lockstep_and_record_every_step(self):
+        class Countdown:
+            """Done after `options["steps"]` actions; success when every action was "go"."""
+
+            def reset(self, seed, options=None):
+                self.left, self.clean = options["steps"], True
+                return f"left {self.left}", {"task_type": f"count-{self.left}"}
+
+            def step(self, action):
+                self.left -= 1
+                self.clean = self.clean and action == "go"
+                done = self.left == 0
+                return f"left {self.left}", float(done and self.clean), done, {"success": done and self.clean}
+
+        model = GPT(GPTConfig(n_layer=1, d_model=32, n_head=2, context_len=64))
+        items = [{"seed": 1, "steps": 1}, {"seed": 2, "steps": 3}, {"seed": 3, "steps": 9}]
+        play = lambda **kw: episodes.play(model, [Countdown() for _ in items], items, lambda o: o + "\n>", 5, 8, **kw)
+        records = play(temperature=1.0, seed=4)
+        self.assertEqual([r["length"] for r in records], [1, 3, 5])  # the third is cut at max_steps
+        self.assertEqual([r["task_type"] for r in records], ["count-1", "count-3", "count-9"])
+        self.assertEqual([s["observation"] for s in records[1]["steps"]], ["left 3", "left 2", "left 1"])
+        self.assertEqual([s["done"] for s in records[1]["steps"]], [False, False, True])
+        self.assertFalse(records[2]["success"])
+        self.assertTrue(all("\n" not in s["action"] for r in records for s in r["steps"]))
+        self.assertEqual(records, play(temperature=1.0, seed=4))
+        self.assertEqual(play(), play())
+        self.assertRaises(ValueError, episodes.play, model, [Countdown()], items, str, 5, 8)
 
     def test_checkpoint_round_trip_and_rejections(self):
         model = GPT(GPTConfig(n_layer=1, d_model=32, n_head=2, context_len=64))

@@ -1,0 +1,96 @@
+"""Multi-step episodes for the interactive (level 3) tasks: a checkpoint acting as the policy in a text environment.
+
+    from microlm import episodes
+    records = episodes.play(model, envs, items, format_prompt, max_steps=50, max_new_tokens=24)
+
+Every environment has the gym-style API
+    reset(seed, options=None) -> (observation, info)      info["task_type"]
+    step(action) -> (observation, reward, done, info)      info["success"] once done
+and a game is one JSON object {"seed": int, ...}: reset gets its seed and the whole object as options.
+
+All episodes advance in lockstep: at each step the policy writes the next action of every
+unfinished episode in one batched generate call; the action is the first line of the
+completion, stripped. An episode ends when its env says done, or after max_steps. Greedy
+play (temperature 0), and sampling with a given seed, are deterministic. One record per episode:
+    {"seed", "task_type", "steps": [{"observation", "action", "reward", "done"}], "return", "success", "length"}
+where an observation is what the policy saw before acting.
+
+rollouts_main is a task's whole rollout command line (the static tasks' options, see microlm.sampling):
+n episodes over n / group-size distinct training games, group-size episodes per game (the groups GRPO compares).
+"""
+
+import json
+import sys
+import time
+
+from . import sampling
+from .decode import generate
+
+# Keeps the sampling seeds of different steps (and of neighbouring --seed values) apart.
+_STEP_SEED_STRIDE = 1_000_003
+
+
+def play(model, envs, items, format_prompt, max_steps, max_new_tokens, temperature=0.0, top_k=None, seed=None, batch_size=64):
+    """Plays one episode in each env, env i on game items[i]; returns the records in the same order."""
+    if len(envs) != len(items):
+        raise ValueError(f"{len(envs)} envs for {len(items)} games: give one env per game")
+    records, observations = [], []
+    for env, item in zip(envs, items):
+        observation, info = env.reset(item["seed"], options=item)
+        observations.append(observation)
+        records.append({"seed": item["seed"], "task_type": info.get("task_type"), "steps": [], "return": 0.0, "success": False, "length": 0})
+    active = list(range(len(envs)))
+    for step in range(max_steps):
+        if not active:
+            break
+        step_seed = None if seed is None else seed * _STEP_SEED_STRIDE + step
+        completions = generate(
+            model, [format_prompt(observations[i]) for i in active], max_new_tokens,
+            temperature=temperature, top_k=top_k, seed=step_seed, batch_size=batch_size,
+        )
+        still_active = []
+        for i, completion in zip(active, completions):
+            action = completion.split("\n", 1)[0].strip()
+            observation, reward, done, info = envs[i].step(action)
+            record = records[i]
+            record["steps"].append({"observation": observations[i], "action": action, "reward": float(reward), "done": bool(done)})
+            record["return"] += float(reward)
+            record["length"] += 1
+            if done:
+                record["success"] = bool(info.get("success", False))
+            else:
+                still_active.append(i)
+            observations[i] = observation
+        active = still_active
+    return records
+
+
+def rollouts_main(argv, prog, doc, make_env, format_prompt, max_steps, max_new_tokens):
+    """Parses the rollout command line, plays the episodes and writes them as JSONL; prints the summary."""
+    parser = sampling.parser(prog, doc, 'JSONL of training games, {"seed": int, ...}', max_new_tokens=max_new_tokens)
+    args = parser.parse_args(argv)
+    model, items, indices = sampling.prepare(
+        args,
+        lambda it: isinstance(it, dict) and isinstance(it.get("seed"), int),
+        'every --data line must be a JSON object with an integer "seed"',
+    )
+    games = [i for i in indices for _ in range(args.group_size)]
+    print(f"rollouts: playing {len(games)} episodes", file=sys.stderr, flush=True)
+    start = time.time()
+    records = play(
+        model, [make_env() for _ in games], [items[i] for i in games], format_prompt, max_steps, args.max_new_tokens,
+        temperature=args.temperature, top_k=args.top_k, seed=args.seed, batch_size=args.batch_size,
+    )
+    print(f"rollouts: played in {time.time() - start:.1f}s", file=sys.stderr, flush=True)
+    with open(args.out, "w") as f:
+        for game_index, record in zip(games, records):
+            f.write(json.dumps({"game_index": game_index, **record}) + "\n")
+    n = len(records)
+    summary = {
+        "episodes": n,
+        "mean_return": round(sum(r["return"] for r in records) / n, 4),
+        "success_rate": round(sum(r["success"] for r in records) / n, 4),
+        "out": args.out,
+    }
+    print(json.dumps(summary))
+    return summary
