@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { ResourceLimits, SandboxInstance } from '../sandbox/sandbox.js';
 import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } from './budget.js';
+import { diskUsage } from './disk-usage.js';
 import { A2rlError } from './errors.js';
 import type { Engine } from './engine.js';
 import type { RecordEvent } from './recorder.js';
@@ -24,6 +25,8 @@ export const agentJobKinds = ['exec', 'training', 'rollouts'] as const;
  */
 export class Run {
   private enforcing = false;
+  /** The workspace's bytes on disk at the last measurement. */
+  private diskUsed = 0;
 
   constructor(
     readonly engine: Engine,
@@ -76,6 +79,33 @@ export class Run {
     };
   }
 
+  /** Measures the workspace's bytes on disk now (a walk of its writable tree). */
+  measureDisk(): number {
+    this.diskUsed = diskUsage(this.workspace.root);
+    return this.diskUsed;
+  }
+
+  /** The workspace's bytes on disk at the last measurement, against the server's per-run quota. */
+  disk(): { used: number; limit: number; left: number } {
+    const limit = this.engine.diskQuotaBytes;
+    return { used: this.diskUsed, limit, left: Math.max(0, limit - this.diskUsed) };
+  }
+
+  /** Refuses a write of `addedBytes` more that would take the workspace past its disk quota. */
+  assertDiskRoom(addedBytes: number): void {
+    const used = this.measureDisk();
+    if (addedBytes > 0 && used + addedBytes > this.engine.diskQuotaBytes) throw this.quotaError(used, 'this write is refused');
+  }
+
+  private quotaError(used: number, what: string): A2rlError {
+    const mib = (bytes: number) => `${Math.ceil(bytes / 2 ** 20)} MiB`;
+    return new A2rlError(
+      'QUOTA_EXCEEDED',
+      `The workspace holds ${mib(used)} and its disk quota is ${mib(this.engine.diskQuotaBytes)}: ${what}. ` +
+        'Delete what you no longer need (old checkpoints in output/, rollouts/) with exec, e.g. rm -r output/old, then try again.',
+    );
+  }
+
   wallSeconds(): number {
     return (Date.now() - this.row.created_at) / 1000;
   }
@@ -107,7 +137,10 @@ export class Run {
         `Only ${budget.rollout_episodes.left} rollout episodes are left in the budget; ask for at most that many.`,
       );
     }
+    // exec stays allowed over the quota: it is how the agent deletes files.
     if (kind === 'exec') return;
+    const used = this.measureDisk();
+    if (used > this.engine.diskQuotaBytes) throw this.quotaError(used, 'no training or rollout job can start');
     const running = this.engine.store.listJobs(this.id, longJobKinds).filter((job) => job.state === 'running');
     if (running.length >= maxConcurrentJobs) {
       throw new A2rlError(
@@ -146,6 +179,8 @@ export class Run {
     const budget = this.budget();
     if (budget.wall_seconds.left <= 0) {
       await this.end('wall-clock budget exhausted', 'budget_stopped');
+    } else if (await this.enforceDiskQuota()) {
+      return;
     } else if (budget.compute_seconds.left <= 0) {
       const running = this.engine.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
       if (running.length > 0) {
@@ -153,6 +188,28 @@ export class Run {
         await this.engine.jobs.stopRun(this.id, 'budget_stopped', 'the compute budget was spent', agentJobKinds);
       }
     }
+  }
+
+  /**
+   * Per-run disk quota, by accounting: the workspace is measured every second; over the
+   * quota, training and rollout jobs stop, and so does an exec while the usage still grows
+   * (an exec that deletes files is left to finish). Returns whether it stopped anything.
+   */
+  private async enforceDiskQuota(): Promise<boolean> {
+    const before = this.diskUsed;
+    const used = this.measureDisk();
+    if (used <= this.engine.diskQuotaBytes) return false;
+    const running = this.engine.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
+    const stopping = running.filter((job) => job.kind !== 'exec' || used > before);
+    if (stopping.length === 0) return false;
+    const reason = this.quotaError(used, 'the job was stopped').message;
+    this.record('budget', 'disk_quota_exceeded', {
+      used_bytes: used,
+      quota_bytes: this.engine.diskQuotaBytes,
+      stopping: stopping.map((j) => j.id),
+    });
+    await Promise.all(stopping.map((job) => this.engine.jobs.stop(job.id, 'budget_stopped', reason)));
+    return true;
   }
 
   /** Ends the run: agent jobs stop (TERM, then KILL); grading already queued goes on. */
