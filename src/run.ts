@@ -13,6 +13,9 @@ import type { Workspace } from './workspace.js';
 /** Most long jobs one run may have running at once. */
 export const maxConcurrentJobs = 3;
 
+/** Most files and folders a workspace may hold: bounds the walk that measures it. */
+export const maxWorkspaceEntries = 200_000;
+
 /** The agent's jobs that run for long and count against the per-run and server-wide job limits; exec is short and exempt. */
 export const longJobKinds = ['training', 'rollouts'] as const;
 
@@ -27,6 +30,10 @@ export class Run {
   private enforcing = false;
   /** The workspace's bytes on disk at the last measurement. */
   private diskUsed = 0;
+  /** Whether the last measurement stopped at {@link maxWorkspaceEntries}. */
+  private tooManyFiles = false;
+  /** When the budget check measures the workspace next: a slow walk is repeated less often. */
+  private nextDiskCheckAt = 0;
 
   constructor(
     readonly engine: Engine,
@@ -81,8 +88,17 @@ export class Run {
 
   /** Measures the workspace's bytes on disk now (a walk of its writable tree). */
   measureDisk(): number {
-    this.diskUsed = diskUsage(this.workspace.root);
+    const started = Date.now();
+    const usage = diskUsage(this.workspace.root, maxWorkspaceEntries);
+    this.diskUsed = usage.bytes;
+    this.tooManyFiles = usage.truncated;
+    // The walk blocks the server: one that took long is repeated at most 5% of the time.
+    this.nextDiskCheckAt = Date.now() + Math.max(1000, 20 * (Date.now() - started));
     return this.diskUsed;
+  }
+
+  private overDiskQuota(): boolean {
+    return this.tooManyFiles || this.diskUsed > this.engine.diskQuotaBytes;
   }
 
   /** The workspace's bytes on disk at the last measurement, against the server's per-run quota. */
@@ -94,14 +110,18 @@ export class Run {
   /** Refuses a write of `addedBytes` more that would take the workspace past its disk quota. */
   assertDiskRoom(addedBytes: number): void {
     const used = this.measureDisk();
-    if (addedBytes > 0 && used + addedBytes > this.engine.diskQuotaBytes) throw this.quotaError(used, 'this write is refused');
+    if (addedBytes > 0 && (this.tooManyFiles || used + addedBytes > this.engine.diskQuotaBytes))
+      throw this.quotaError(used, 'this write is refused');
   }
 
   private quotaError(used: number, what: string): A2rlError {
     const mib = (bytes: number) => `${Math.ceil(bytes / 2 ** 20)} MiB`;
+    const holds = this.tooManyFiles
+      ? `more than ${maxWorkspaceEntries} files and folders, the most it may hold`
+      : `${mib(used)} and its disk quota is ${mib(this.engine.diskQuotaBytes)}`;
     return new A2rlError(
       'QUOTA_EXCEEDED',
-      `The workspace holds ${mib(used)} and its disk quota is ${mib(this.engine.diskQuotaBytes)}: ${what}. ` +
+      `The workspace holds ${holds}: ${what}. ` +
         'Delete what you no longer need (old checkpoints in output/, rollouts/) with exec, e.g. rm -r output/old, then try again.',
     );
   }
@@ -140,7 +160,7 @@ export class Run {
     // exec stays allowed over the quota: it is how the agent deletes files.
     if (kind === 'exec') return;
     const used = this.measureDisk();
-    if (used > this.engine.diskQuotaBytes) throw this.quotaError(used, 'no training or rollout job can start');
+    if (this.overDiskQuota()) throw this.quotaError(used, 'no training or rollout job can start');
     const running = this.engine.store.listJobs(this.id, longJobKinds).filter((job) => job.state === 'running');
     if (running.length >= maxConcurrentJobs) {
       throw new A2rlError(
@@ -191,14 +211,14 @@ export class Run {
   }
 
   /**
-   * Per-run disk quota, by accounting: the workspace is measured every second; over the
-   * quota, training and rollout jobs stop, and so does an exec while the usage still grows
+   * Per-run disk quota, by accounting: the workspace is measured every second (less often
+   * when a walk is slow; at most {@link maxWorkspaceEntries} entries); over the quota, training and rollout jobs stop, and so does an exec while the usage still grows
    * (an exec that deletes files is left to finish). Returns whether it stopped anything.
    */
   private async enforceDiskQuota(): Promise<boolean> {
     const before = this.diskUsed;
-    const used = this.measureDisk();
-    if (used <= this.engine.diskQuotaBytes) return false;
+    const used = Date.now() >= this.nextDiskCheckAt ? this.measureDisk() : before;
+    if (!this.overDiskQuota()) return false;
     const running = this.engine.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
     const stopping = running.filter((job) => job.kind !== 'exec' || used > before);
     if (stopping.length === 0) return false;
