@@ -66,15 +66,22 @@ class BubblewrapInstance implements SandboxInstance {
       throw error;
     }
     // The shell joins the job's cgroups before it becomes bwrap, so nothing escapes accounting.
-    const child = spawn(
-      '/bin/sh',
-      ['-c', 'for f in $A2RL_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; exec "$@"', 'sh', this.bwrapPath, ...this.args(options)],
-      {
-        stdio: typeof options.output === 'number' ? ['ignore', options.output, options.output] : ['ignore', 'pipe', 'ignore'],
-        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', A2RL_CGROUP_PROCS: cgroup?.procsFiles.join(' ') ?? '' },
-        detached: true,
-      },
-    );
+    let child: ReturnType<typeof spawn>;
+    try {
+      child = spawn(
+        '/bin/sh',
+        ['-c', 'for f in $A2RL_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; exec "$@"', 'sh', this.bwrapPath, ...this.args(options)],
+        {
+          stdio: typeof options.output === 'number' ? ['ignore', options.output, options.output] : ['ignore', 'pipe', 'ignore'],
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', A2RL_CGROUP_PROCS: cgroup?.procsFiles.join(' ') ?? '' },
+          detached: true,
+        },
+      );
+    } catch (error) {
+      // Arguments no process can take (a NUL byte): nothing started, so the cgroup goes too.
+      cgroup?.remove();
+      throw error;
+    }
     const job = new BubblewrapProcess(child, cgroup, typeof options.output === 'number' ? 0 : options.output.captureBytes);
     this.running.add(job);
     void job.exited.then(() => this.running.delete(job));

@@ -72,6 +72,12 @@ function idleSecondsOption(value: string): number {
   return seconds;
 }
 
+function diskQuotaOption(value: string): number {
+  const mib = Number(value);
+  if (!Number.isInteger(mib) || mib < 1) throw new InvalidArgumentError('Give the quota as a whole number of MiB, at least 1, e.g. 4096.');
+  return mib * 2 ** 20;
+}
+
 function portOption(value: string): number {
   const port = Number(value);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
@@ -90,6 +96,7 @@ interface ServeOptions extends JudgeOptions {
   adminTokenEnv: string;
   maxJobs?: number;
   sessionIdle: number;
+  diskQuota?: number;
 }
 
 program
@@ -122,6 +129,11 @@ program
     idleSecondsOption,
     1800,
   )
+  .option(
+    '--disk-quota <MiB>',
+    "most disk each run's workspace may use; over it, training and rollout jobs stop and writes are refused (default 4096)",
+    diskQuotaOption,
+  )
   .addOption(
     new Option('--judge <kind>', "judge of judge-graded tasks: the task's rubric or an LLM").choices(['rubric', 'llm']).default('rubric'),
   )
@@ -150,7 +162,7 @@ program
     }
     const log = createLogger();
     const maxJobs = options.http ? (options.maxJobs ?? cpus().length) : undefined;
-    const engine = await Engine.open({ home: home(), logger: log.logger, judge, maxJobs });
+    const engine = await Engine.open({ home: home(), logger: log.logger, judge, maxJobs, diskQuotaBytes: options.diskQuota });
     if (options.http) {
       log.addFile(join(home(), 'server.log'));
       await serveHttp(engine, {

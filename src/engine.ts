@@ -31,6 +31,8 @@ export interface EngineOptions {
   judge?: JudgeConfig;
   /** Most training and rollout jobs of all runs running at once in this process (default: no limit beyond each run's). */
   maxJobs?: number;
+  /** Most bytes each run's workspace may take on disk (default: {@link defaultDiskQuotaBytes}). */
+  diskQuotaBytes?: number;
   /**
    * Clean up after servers that are gone (default: yes). A short-lived command that only
    * writes to the store (`a2rl runs create`) skips it, so it never waits on others' grading.
@@ -44,6 +46,9 @@ export interface CreateRunOptions {
   budget?: string;
   label?: string;
 }
+
+/** Per-run workspace disk quota when the server is given none. */
+export const defaultDiskQuotaBytes = 4 * 2 ** 30;
 
 /** Folders of a workspace the agent writes to. */
 const writableDirs = ['code', 'output', 'rollouts'];
@@ -67,6 +72,7 @@ export class Engine {
     readonly grader: Grader,
     readonly owner: string,
     readonly maxJobs: number,
+    readonly diskQuotaBytes: number,
   ) {
     this.ticker = setInterval(() => this.tick(), 1000);
     this.ticker.unref();
@@ -87,7 +93,17 @@ export class Engine {
     const judgeConfig = options.judge ?? { kind: 'rubric' };
     const judge = judgeConfig.kind === 'llm' ? new LlmJudge(store, judgeConfig) : new RubricJudge(backend, join(options.home, 'judging'));
     const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
-    const engine = new Engine(options.home, store, logger, backend, jobs, grader, owner, options.maxJobs ?? Number.POSITIVE_INFINITY);
+    const engine = new Engine(
+      options.home,
+      store,
+      logger,
+      backend,
+      jobs,
+      grader,
+      owner,
+      options.maxJobs ?? Number.POSITIVE_INFINITY,
+      options.diskQuotaBytes ?? defaultDiskQuotaBytes,
+    );
     if (options.recover ?? true) engine.recover();
     return engine;
   }

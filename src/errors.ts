@@ -5,6 +5,7 @@ export type ErrorCode =
   | 'OUTSIDE_WORKSPACE'
   | 'READ_ONLY'
   | 'TOO_LARGE'
+  | 'QUOTA_EXCEEDED'
   | 'BUDGET_EXHAUSTED'
   | 'RUN_ENDED'
   | 'CONFLICT'

@@ -54,6 +54,8 @@ ${task.jobs.cpus} CPU(s) and ${task.jobs.memoryMb} MiB of memory per job; \`pip 
 
 The server enforces it: when compute runs out, running jobs are stopped (TERM, then KILL after 5 s) and no new job
 starts; when the wall clock runs out, the run ends. Grading is not charged. Check \`budget_status\` as you go.
+The workspace also has a disk quota (\`budget_status\` shows it as \`disk_bytes\`): over it, training and rollout jobs
+stop and writes are refused until you delete files with \`exec\`.
 If you connect over HTTP, the run outlives your connection: reconnecting with the same token continues it, and the
 wall clock keeps running while you are disconnected.
 

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { ResourceLimits, SandboxInstance } from '../sandbox/sandbox.js';
 import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } from './budget.js';
 import { codeSnapshotsOf, recordCodeSnapshot } from './code-snapshot.js';
+import { diskUsage } from './disk-usage.js';
 import { A2rlError } from './errors.js';
 import type { Engine } from './engine.js';
 import type { RecordEvent } from './recorder.js';
@@ -12,6 +13,9 @@ import type { Workspace } from './workspace.js';
 
 /** Most long jobs one run may have running at once. */
 export const maxConcurrentJobs = 3;
+
+/** Most files and folders a workspace may hold: bounds the walk that measures it. */
+export const maxWorkspaceEntries = 200_000;
 
 /** The agent's jobs that run for long and count against the per-run and server-wide job limits; exec is short and exempt. */
 export const longJobKinds = ['training', 'rollouts'] as const;
@@ -25,6 +29,12 @@ export const agentJobKinds = ['exec', 'training', 'rollouts'] as const;
  */
 export class Run {
   private enforcing = false;
+  /** The workspace's bytes on disk at the last measurement. */
+  private diskUsed = 0;
+  /** Whether the last measurement stopped at {@link maxWorkspaceEntries}. */
+  private tooManyFiles = false;
+  /** When the budget check measures the workspace next: a slow walk is repeated less often. */
+  private nextDiskCheckAt = 0;
 
   constructor(
     readonly engine: Engine,
@@ -82,6 +92,46 @@ export class Run {
     };
   }
 
+  /** Measures the workspace's bytes on disk now (a walk of its writable tree). */
+  measureDisk(): number {
+    const started = Date.now();
+    const usage = diskUsage(this.workspace.root, maxWorkspaceEntries);
+    this.diskUsed = usage.bytes;
+    this.tooManyFiles = usage.truncated;
+    // The walk blocks the server: one that took long is repeated at most 5% of the time.
+    this.nextDiskCheckAt = Date.now() + Math.max(1000, 20 * (Date.now() - started));
+    return this.diskUsed;
+  }
+
+  private overDiskQuota(): boolean {
+    return this.tooManyFiles || this.diskUsed > this.engine.diskQuotaBytes;
+  }
+
+  /** The workspace's bytes on disk at the last measurement, against the server's per-run quota. */
+  disk(): { used: number; limit: number; left: number } {
+    const limit = this.engine.diskQuotaBytes;
+    return { used: this.diskUsed, limit, left: Math.max(0, limit - this.diskUsed) };
+  }
+
+  /** Refuses a write of `addedBytes` more that would take the workspace past its disk quota. */
+  assertDiskRoom(addedBytes: number): void {
+    const used = this.measureDisk();
+    if (addedBytes > 0 && (this.tooManyFiles || used + addedBytes > this.engine.diskQuotaBytes))
+      throw this.quotaError(used, 'this write is refused');
+  }
+
+  private quotaError(used: number, what: string): A2rlError {
+    const mib = (bytes: number) => `${Math.ceil(bytes / 2 ** 20)} MiB`;
+    const holds = this.tooManyFiles
+      ? `more than ${maxWorkspaceEntries} files and folders, the most it may hold`
+      : `${mib(used)} and its disk quota is ${mib(this.engine.diskQuotaBytes)}`;
+    return new A2rlError(
+      'QUOTA_EXCEEDED',
+      `The workspace holds ${holds}: ${what}. ` +
+        'Delete what you no longer need (old checkpoints in output/, rollouts/) with exec, e.g. rm -r output/old, then try again.',
+    );
+  }
+
   wallSeconds(): number {
     return (Date.now() - this.row.created_at) / 1000;
   }
@@ -113,7 +163,10 @@ export class Run {
         `Only ${budget.rollout_episodes.left} rollout episodes are left in the budget; ask for at most that many.`,
       );
     }
+    // exec stays allowed over the quota: it is how the agent deletes files.
     if (kind === 'exec') return;
+    const used = this.measureDisk();
+    if (this.overDiskQuota()) throw this.quotaError(used, 'no training or rollout job can start');
     const running = this.engine.store.listJobs(this.id, longJobKinds).filter((job) => job.state === 'running');
     if (running.length >= maxConcurrentJobs) {
       throw new A2rlError(
@@ -152,6 +205,8 @@ export class Run {
     const budget = this.budget();
     if (budget.wall_seconds.left <= 0) {
       await this.end('wall-clock budget exhausted', 'budget_stopped');
+    } else if (await this.enforceDiskQuota()) {
+      return;
     } else if (budget.compute_seconds.left <= 0) {
       const running = this.engine.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
       if (running.length > 0) {
@@ -159,6 +214,28 @@ export class Run {
         await this.engine.jobs.stopRun(this.id, 'budget_stopped', 'the compute budget was spent', agentJobKinds);
       }
     }
+  }
+
+  /**
+   * Per-run disk quota, by accounting: the workspace is measured every second (less often
+   * when a walk is slow; at most {@link maxWorkspaceEntries} entries); over the quota, training and rollout jobs stop, and so does an exec while the usage still grows
+   * (an exec that deletes files is left to finish). Returns whether it stopped anything.
+   */
+  private async enforceDiskQuota(): Promise<boolean> {
+    const before = this.diskUsed;
+    const used = Date.now() >= this.nextDiskCheckAt ? this.measureDisk() : before;
+    if (!this.overDiskQuota()) return false;
+    const running = this.engine.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
+    const stopping = running.filter((job) => job.kind !== 'exec' || used > before);
+    if (stopping.length === 0) return false;
+    const reason = this.quotaError(used, 'the job was stopped').message;
+    this.record('budget', 'disk_quota_exceeded', {
+      used_bytes: used,
+      quota_bytes: this.engine.diskQuotaBytes,
+      stopping: stopping.map((j) => j.id),
+    });
+    await Promise.all(stopping.map((job) => this.engine.jobs.stop(job.id, 'budget_stopped', reason)));
+    return true;
   }
 
   /** Ends the run: agent jobs stop (TERM, then KILL); grading already queued goes on. */

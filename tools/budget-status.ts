@@ -9,7 +9,8 @@ export const budgetStatusTool = defineTool({
   title: 'Budget',
   description:
     'Shows what this run has used and has left: wall-clock seconds, compute (CPU seconds of your jobs), submissions and ' +
-    'rollout episodes, which budgets are exhausted, and whether the run is still active. Cheap; call it whenever you plan.',
+    'rollout episodes, which budgets are exhausted, whether the run is still active, and how many bytes the workspace takes on disk ' +
+    'against its quota. Cheap; call it whenever you plan.',
   inputSchema: z.object({}).strict(),
   outputSchema: z.object({
     run_id: z.string(),
@@ -21,18 +22,29 @@ export const budgetStatusTool = defineTool({
     submissions: lineSchema,
     rollout_episodes: lineSchema,
     exhausted: z.array(z.string()),
+    disk_bytes: lineSchema,
   }),
   annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run) => {
     const row = run.engine.store.getRun(run.id)!;
     const budget = run.budget();
-    const structured = { run_id: run.id, task_id: run.task.id, run_state: row.state, end_reason: row.end_reason, ...budget };
+    run.measureDisk();
+    const disk = run.disk();
+    const structured = {
+      run_id: run.id,
+      task_id: run.task.id,
+      run_state: row.state,
+      end_reason: row.end_reason,
+      ...budget,
+      disk_bytes: disk,
+    };
     const text = [
       `run ${row.state}${row.end_reason ? ` (${row.end_reason})` : ''}`,
       `wall: ${formatDuration(budget.wall_seconds.used)} of ${formatDuration(budget.wall_seconds.limit)}`,
       `compute: ${formatDuration(budget.compute_seconds.used)} of ${formatDuration(budget.compute_seconds.limit)} CPU time`,
       `submissions: ${budget.submissions.used} of ${budget.submissions.limit}`,
       `rollout episodes: ${budget.rollout_episodes.used} of ${budget.rollout_episodes.limit}`,
+      `workspace disk: ${Math.ceil(disk.used / 2 ** 20)} MiB of ${Math.floor(disk.limit / 2 ** 20)} MiB`,
     ].join('\n');
     return { structured, text };
   },

@@ -1,7 +1,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { CallToolResult, ServerNotification, ServerRequest, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { isA2rlError } from '../src/errors.js';
 import type { Run } from '../src/run.js';
 
@@ -68,6 +68,16 @@ export async function reportProgress(extra: ToolExtra, progress: number, total: 
   const progressToken = extra._meta?.progressToken;
   if (progressToken === undefined) return;
   await extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress, total, message } });
+}
+
+/** A shell command line for a sandboxed job; a NUL byte cannot be handed to any process, so it is refused up front. */
+export function shellCommandSchema(description: string) {
+  return z
+    .string()
+    .min(1)
+    .max(20_000)
+    .refine((command) => !command.includes('\0'), 'The command contains a NUL byte, which no program can receive; remove it.')
+    .describe(description);
 }
 
 /** Longest a tool waits before answering: clients give up on a call after about 60 s. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { readTail } from '../src/safe-fs.js';
-import { defineTool } from './define.js';
+import { defineTool, shellCommandSchema } from './define.js';
 import { jobId, waitForJob } from './jobs-view.js';
 
 const maxOutputBytes = 16 * 1024;
@@ -17,7 +17,7 @@ export const execTool = defineTool({
     'run_training. Its CPU time is charged to the compute budget.',
   inputSchema: z
     .object({
-      command: z.string().min(1).max(20_000).describe('Shell command, run with /bin/sh -c'),
+      command: shellCommandSchema('Shell command, run with /bin/sh -c'),
       timeout_s: z
         .number()
         .int()

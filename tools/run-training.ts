@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { A2rlError } from '../src/errors.js';
-import { defineTool } from './define.js';
+import { defineTool, shellCommandSchema } from './define.js';
 import { jobViewSchema, viewJob } from './jobs-view.js';
 
 export const runTrainingTool = defineTool({
@@ -13,7 +13,7 @@ export const runTrainingTool = defineTool({
     'is spent. Its CPU time is charged to the compute budget. Save checkpoints under output/ with microlm.checkpoint.save.',
   inputSchema: z
     .object({
-      command: z.string().min(1).max(20_000).describe('Shell command, e.g. "python3 code/train.py --steps 800"'),
+      command: shellCommandSchema('Shell command, e.g. "python3 code/train.py --steps 800"'),
       cpus: z.number().min(0.1).optional().describe("CPU cores for the job (default and maximum: the task's per-job limit)"),
       memory_mb: z.number().int().positive().optional().describe("Memory limit in MiB (default and maximum: the task's per-job limit)"),
       gpus: z.number().int().min(0).max(8).default(0).describe('GPUs for the job; 0 on CPU-only servers'),

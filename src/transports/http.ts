@@ -80,6 +80,9 @@ export function isLoopback(host: string): boolean {
  * selects the run; each MCP session gets its own server bound to it. Runs outlive their
  * sessions and this process: shutdown stops jobs but ends no run.
  */
+/** How long an idle client connection stays open. */
+export const keepAliveSeconds = 65;
+
 export async function serveHttp(engine: Engine, options: HttpServeOptions): Promise<void> {
   const sessions = new Map<string, StreamableSession | SseSession>();
   const metrics = new Metrics({
@@ -260,6 +263,10 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
       sendJson(res, status, { error: isA2rlError(error) ? error.code : 'INTERNAL', message });
     });
   });
+
+  // Agents think for seconds to minutes between calls. With Node's 5 s default, a busy host (the agent's own jobs on
+  // every core) lets the server close an idle connection just as the client reuses it, and the call fails.
+  server.keepAliveTimeout = keepAliveSeconds * 1000;
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
