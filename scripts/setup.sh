@@ -4,7 +4,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-debs="bubblewrap python3-torch python3-numpy libopenblas0-pthread"
+# docker.io and debootstrap: the Docker sandbox backend and its micro image, built without a registry.
+debs="bubblewrap python3-torch python3-numpy libopenblas0-pthread docker.io debootstrap"
 missing=""
 for p in $debs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
