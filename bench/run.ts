@@ -12,6 +12,8 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
+import { DockerBackend } from '../sandbox/docker.js';
+import type { SandboxBackend, SandboxInstance, SandboxSpec } from '../sandbox/sandbox.js';
 import { connectStdio } from '../src/client.js';
 import { Grader } from '../src/grading.js';
 import { JobManager } from '../src/jobs.js';
@@ -42,15 +44,49 @@ async function budgetStatusRoundTrip(home: string, calls: number) {
   }
 }
 
-async function sandboxStart(runs: number) {
-  const workspace = mkdtempSync(join(tmpdir(), 'a2rl-bench-ws-'));
-  const sandbox = await new BubblewrapBackend(`bench-${process.pid}`).create({
-    name: 'bench',
-    mounts: [{ source: workspace, target: '/workspace', readOnly: false }],
-    hidden: [],
-    env: {},
-    workdir: '/workspace',
-  });
+const benchSpec = (workspace: string): SandboxSpec => ({
+  name: 'bench',
+  mounts: [{ source: workspace, target: '/workspace', readOnly: false }],
+  hidden: [],
+  env: {},
+  workdir: '/workspace',
+  limits: { cpus: 1, memoryBytes: 1024 * 2 ** 20, pids: 256 },
+});
+
+/** Job start overhead: `true` run as a job, from exec to its exit status. */
+async function sandboxStart(backend: SandboxBackend, runs: number) {
+  const sandbox = await backend.create(benchSpec(mkdtempSync(join(tmpdir(), 'a2rl-bench-ws-'))));
+  try {
+    return await execTrue(sandbox, runs);
+  } finally {
+    await sandbox.destroy();
+  }
+}
+
+/** A run's sandbox made ready (Docker: its container created and started), and removed again. */
+async function sandboxCreation(backend: SandboxBackend, runs: number) {
+  const create: number[] = [];
+  const destroy: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const spec = benchSpec(mkdtempSync(join(tmpdir(), 'a2rl-bench-ws-')));
+    let start = performance.now();
+    const sandbox = await backend.create(spec);
+    create.push(performance.now() - start);
+    start = performance.now();
+    await sandbox.destroy();
+    destroy.push(performance.now() - start);
+  }
+  create.sort((a, b) => a - b);
+  destroy.sort((a, b) => a - b);
+  return {
+    runs,
+    create_p50_ms: round(percentile(create, 50)),
+    create_max_ms: round(create.at(-1)!),
+    destroy_p50_ms: round(percentile(destroy, 50)),
+  };
+}
+
+async function execTrue(sandbox: SandboxInstance, runs: number) {
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
     const fd = openSync('/dev/null', 'w');
@@ -260,7 +296,9 @@ async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promi
 const home = mkdtempSync(join(tmpdir(), 'a2rl-bench-'));
 const sections: Record<string, () => Promise<unknown>> = {
   budget_status_round_trip_stdio: () => budgetStatusRoundTrip(home, 1000),
-  sandbox_start_exec_true_bwrap: () => sandboxStart(100),
+  sandbox_start_exec_true_bwrap: () => sandboxStart(new BubblewrapBackend(`bench-${process.pid}`), 100),
+  sandbox_start_exec_true_docker: () => sandboxStart(new DockerBackend({ owner: `bench-${process.pid}` }), 100),
+  sandbox_create_docker: () => sandboxCreation(new DockerBackend({ owner: `bench-${process.pid}` }), 10),
   grading_throughput: async () =>
     Object.fromEntries(await sequential(listTaskIds(), async (id) => [id, await gradingThroughput(home, id)] as const)),
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),

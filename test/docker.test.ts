@@ -98,7 +98,7 @@ describe.skipIf(unavailable)(`docker backend${unavailable ? ` (skipped: ${unavai
     const sleeping = () => readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === `sleep\0${marker}\0`);
     expect(sleeping()).toHaveLength(1);
     const swept = await backend.sweep(ownerAlive);
-    expect(swept).toEqual(['test']);
+    expect(swept).toContain('test');
     await job.exited;
     expect(sleeping()).toEqual([]);
     expect((await backend.docker.getContainer(sandbox.id).inspect()).State.Running).toBe(true);
