@@ -319,6 +319,8 @@ export class Engine {
     await Promise.all([...this.runs.values()].map((run) => this.jobs.stopRun(run.id, 'cancelled', 'the server stopped', agentJobKinds)));
     await this.grader.drain();
     await this.jobs.stopAll('the server stopped');
+    // A run's sandbox (Docker: its container) goes with the server; an adopting server makes a new one.
+    await Promise.all([...this.runs.values()].map((run) => run.sandbox.destroy()));
     JobCgroup.removeGroup(this.owner);
     this.store.close();
   }
