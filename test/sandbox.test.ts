@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { cgroupsUnavailableReason } from '../sandbox/cgroup.js';
@@ -188,8 +188,15 @@ EOF`;
 
   it('lets a job that handles TERM exit cleanly within the grace period', async () => {
     let job: SandboxProcess | undefined;
-    const finished = run(sandbox, "trap 'echo got TERM; exit 3' TERM; while true; do sleep 0.1; done", defaultLimits, (p) => (job = p));
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    const ready = join(workspace, `trap-${Math.random().toString(36).slice(2)}`);
+    const finished = run(
+      sandbox,
+      `trap 'echo got TERM; exit 3' TERM; touch /workspace/${basename(ready)}; while true; do sleep 0.1; done`,
+      defaultLimits,
+      (p) => (job = p),
+    );
+    // TERM only once the handler is in place: a loaded host may take a while to start the job.
+    for (let i = 0; i < 200 && !existsSync(ready); i++) await new Promise((resolve) => setTimeout(resolve, 50));
     await job!.stop(5000);
     const result = await finished;
     expect(result.output).toContain('got TERM');
