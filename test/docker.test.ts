@@ -3,7 +3,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerBackend, type DockerInstance, labels } from '../sandbox/docker.js';
 import { processStartTime } from '../sandbox/process-tree.js';
+import { Store } from '../src/store.js';
 import { prepareDocker } from './helpers/docker.js';
+import { rawServer, startServer } from './helpers/mcp.js';
 import { defaultLimits, makeSandbox, run, tempDir } from './helpers/sandbox.js';
 
 // What the Docker backend does beyond the shared contract (test/sandbox.test.ts), read back from the real engine.
@@ -104,6 +106,35 @@ describe.skipIf(unavailable)(`docker backend${unavailable ? ` (skipped: ${unavai
     expect((await backend.docker.getContainer(sandbox.id).inspect()).State.Running).toBe(true);
     const left = await backend.docker.listContainers({ all: true, filters: { label: [`${labels.owner}=1-1`] } });
     expect(left).toEqual([]);
+  });
+
+  it('a killed server leaves its container behind; the next start removes it, kills its job and marks the job lost', async () => {
+    const home = tempDir('home');
+    const server = rawServer(home, ['--sandbox', 'docker']);
+    await server.initialize();
+    const marker = `${500 + Math.floor(Math.random() * 1000) / 1000}`;
+    const started = (await server.request('tools/call', { name: 'run_training', arguments: { command: `sleep ${marker}` } })).result
+      .structuredContent;
+    const jobId = Number(started.job_id.replace('job-', ''));
+    const sleeping = () => readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === `sleep\0${marker}\0`);
+    for (let i = 0; i < 100 && sleeping().length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    const runId = readdirSync(join(home, 'runs'))[0]!;
+    const runContainers = () => backend.docker.listContainers({ all: true, filters: { label: [`${labels.run}=${runId}`] } });
+    server.child.kill('SIGKILL');
+    await server.exited;
+    expect(sleeping()).toHaveLength(1);
+    expect(await runContainers()).toHaveLength(1);
+    const client = await startServer({ home, serverArgs: ['--sandbox', 'docker'] });
+    const store = new Store(join(home, 'store.sqlite'));
+    try {
+      expect(store.getJob(jobId)).toMatchObject({ run_id: runId, state: 'lost' });
+      expect(await runContainers()).toEqual([]);
+      for (let i = 0; i < 50 && sleeping().length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(sleeping()).toEqual([]);
+    } finally {
+      store.close();
+      await client.close();
+    }
   });
 
   it('removes the container when the sandbox is destroyed', async () => {
