@@ -14,6 +14,7 @@ import { createLogger } from './logger.js';
 import { defaultHome } from './paths.js';
 import { loadReplay, playReplay } from './replay.js';
 import { serverVersion } from './server.js';
+import { parseGpuList } from './gpus.js';
 import { buildImage, type ImageName, imageNames } from './images.js';
 import { getTask, listTaskIds } from './tasks.js';
 import { Store } from './store.js';
@@ -70,6 +71,14 @@ const sandboxOption = () =>
     .env('A2RL_SANDBOX')
     .default('bwrap');
 
+function gpusOption(value: string): number[] {
+  try {
+    return parseGpuList(value);
+  } catch (error) {
+    throw new InvalidArgumentError(isA2rlError(error) ? error.message : String(error));
+  }
+}
+
 function maxJobsOption(value: string): number {
   const jobs = Number(value);
   if (!Number.isInteger(jobs) || jobs < 1) throw new InvalidArgumentError('Give a whole number of jobs, at least 1.');
@@ -91,6 +100,7 @@ function portOption(value: string): number {
 
 interface ServeOptions extends JudgeOptions {
   sandbox: SandboxName;
+  gpus?: number[];
   task?: string;
   budget?: string;
   label?: string;
@@ -140,6 +150,7 @@ program
   .option('--judge-model <name>', 'model name for --judge llm')
   .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY')
   .addOption(sandboxOption())
+  .option('--gpus <list>', 'host GPU indices jobs may be given, e.g. 0,1 (with two or more, the last is kept for grading)', gpusOption)
   .action(async (options: ServeOptions) => {
     const judge = judgeConfig(options);
     if (!options.http && options.maxJobs !== undefined) {
@@ -162,7 +173,7 @@ program
     }
     const log = createLogger();
     const maxJobs = options.http ? (options.maxJobs ?? cpus().length) : undefined;
-    const engine = await Engine.open({ home: home(), logger: log.logger, judge, maxJobs, sandbox: options.sandbox });
+    const engine = await Engine.open({ home: home(), logger: log.logger, judge, maxJobs, sandbox: options.sandbox, gpus: options.gpus });
     if (options.http) {
       log.addFile(join(home(), 'server.log'));
       await serveHttp(engine, {

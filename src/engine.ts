@@ -8,6 +8,7 @@ import type { SandboxBackend } from '../sandbox/sandbox.js';
 import { type BudgetLimits, formatBudget, parseBudget } from './budget.js';
 import { renderInstructions } from './instructions.js';
 import { A2rlError } from './errors.js';
+import { GpuAllocator } from './gpus.js';
 import { Grader } from './grading.js';
 import { JobManager } from './jobs.js';
 import { LlmJudge, type LlmJudgeOptions } from './judge/llm.js';
@@ -38,6 +39,8 @@ export interface EngineOptions {
   recover?: boolean;
   /** Sandbox backend of every run and grading (default: bwrap). */
   sandbox?: SandboxName;
+  /** Host GPU indices jobs may be given (`serve --gpus 0,1`); none by default. */
+  gpus?: number[];
 }
 
 export interface CreateRunOptions {
@@ -85,7 +88,7 @@ export class Engine {
       logger.warn(`${noCgroups}: jobs run without memory, CPU and process limits, and compute is charged as wall time × all cores`);
     }
     const store = new Store(join(options.home, 'store.sqlite'));
-    const jobs = new JobManager(store, logger, owner);
+    const jobs = new JobManager(store, logger, owner, new GpuAllocator(options.gpus ?? []));
     const judgeConfig = options.judge ?? { kind: 'rubric' };
     const judge = judgeConfig.kind === 'llm' ? new LlmJudge(store, judgeConfig) : new RubricJudge(backend, join(options.home, 'judging'));
     const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);

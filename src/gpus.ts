@@ -1,3 +1,4 @@
+import type { ExitStatus, ResourceUsage, SandboxProcess } from '../sandbox/sandbox.js';
 import { A2rlError } from './errors.js';
 
 /** Who asks for GPUs: the agents' jobs share the pool; grading has a slot of its own. */
@@ -40,8 +41,8 @@ export class GpuAllocator {
     return this.queues[kind].length;
   }
 
-  /** Resolves with `count` GPU indices once they are free; requests are served in order. */
-  acquire(kind: GpuClass, count: number): Promise<number[]> {
+  /** Resolves with `count` GPU indices once they are free; requests are served in order. Aborting withdraws the request. */
+  acquire(kind: GpuClass, count: number, signal?: AbortSignal): Promise<number[]> {
     if (!Number.isInteger(count) || count < 1)
       throw new A2rlError('INVALID_INPUT', `Ask for a whole number of GPUs, at least 1 (got ${count}).`);
     if (count > this.pools[kind].length) {
@@ -50,8 +51,17 @@ export class GpuAllocator {
         `This server has ${this.pools[kind].length} GPU(s) for ${kind === 'jobs' ? 'training and rollouts' : 'grading'}; ask for at most that many.`,
       );
     }
-    return new Promise((grant) => {
-      this.queues[kind].push({ count, grant });
+    return new Promise((grant, reject) => {
+      const waiter = { count, grant };
+      this.queues[kind].push(waiter);
+      signal?.addEventListener('abort', () => {
+        const queue = this.queues[kind];
+        if (!queue.includes(waiter)) return;
+        queue.splice(queue.indexOf(waiter), 1);
+        reject(signal.reason);
+        // The head may have been what held smaller requests back.
+        this.dispatch();
+      });
       this.dispatch();
     });
   }
@@ -77,6 +87,72 @@ export class GpuAllocator {
         waiter.grant(this.free[kind].splice(0, waiter.count));
       }
     }
+  }
+}
+
+/**
+ * A job that waits in the GPU queue, then starts with the GPUs it was given and gives them
+ * back when it ends. Stopping it while it waits withdraws it; it then never ran.
+ */
+export class GpuQueuedProcess implements SandboxProcess {
+  readonly exited: Promise<ExitStatus>;
+  private process: SandboxProcess | undefined;
+  private gpus: number[] = [];
+  private grantedAt: number | undefined;
+  private endedAt: number | undefined;
+  private readonly withdraw = new AbortController();
+
+  constructor(allocator: GpuAllocator, kind: GpuClass, count: number, start: (gpus: number[]) => SandboxProcess) {
+    const granted = allocator.acquire(kind, count, this.withdraw.signal);
+    this.exited = granted.then(
+      async (gpus) => {
+        if (this.withdraw.signal.aborted) {
+          // Stopped in the moment between the grant and now.
+          allocator.release(gpus);
+          return { exitCode: null, signal: null, oomKilled: false };
+        }
+        this.gpus = gpus;
+        this.grantedAt = Date.now();
+        try {
+          this.process = start(gpus);
+          return await this.process.exited;
+        } catch {
+          return { exitCode: null, signal: null, oomKilled: false };
+        } finally {
+          this.endedAt = Date.now();
+          allocator.release(gpus);
+        }
+      },
+      () => ({ exitCode: null, signal: null, oomKilled: false }),
+    );
+  }
+
+  get pid(): number {
+    return this.process?.pid ?? -1;
+  }
+
+  /** Whether it still waits for GPUs. */
+  get waiting(): boolean {
+    return this.grantedAt === undefined && !this.withdraw.signal.aborted;
+  }
+
+  /** GPUs held × seconds held: waiting in the queue costs nothing. */
+  gpuSeconds(now = Date.now()): number {
+    return this.grantedAt === undefined ? 0 : (((this.endedAt ?? now) - this.grantedAt) / 1000) * this.gpus.length;
+  }
+
+  usage(): ResourceUsage {
+    return this.process?.usage() ?? { cpuSeconds: 0, peakMemoryBytes: 0, measured: true };
+  }
+
+  captured(): string {
+    return this.process?.captured() ?? '';
+  }
+
+  async stop(graceMs: number): Promise<ExitStatus> {
+    if (this.grantedAt === undefined) this.withdraw.abort(new Error('stopped while waiting for GPUs'));
+    else await this.process?.stop(graceMs);
+    return this.exited;
   }
 }
 

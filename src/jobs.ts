@@ -1,6 +1,7 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import type { ExitStatus, ResourceLimits, SandboxInstance, SandboxProcess } from '../sandbox/sandbox.js';
 import { A2rlError } from './errors.js';
+import { GpuAllocator, GpuQueuedProcess } from './gpus.js';
 import type { Logger } from './logger.js';
 import type { RecordEvent } from './recorder.js';
 import type { JobKind, JobRow, JobState, Store } from './store.js';
@@ -13,6 +14,8 @@ export interface JobRequest {
   argv: string[];
   sandbox: SandboxInstance;
   limits: ResourceLimits;
+  /** GPUs the job needs from the server's pool: it waits in the queue until they are free. */
+  gpuCount?: number;
   /** Whether the job's compute counts against the run's budget (grading does not). */
   charged: boolean;
   episodesRequested?: number;
@@ -56,6 +59,7 @@ export class JobManager {
     private readonly store: Store,
     private readonly logger: Logger,
     private readonly owner: string,
+    readonly gpus = new GpuAllocator([]),
   ) {}
 
   /** Jobs of all runs running in this process now. */
@@ -85,10 +89,20 @@ export class JobManager {
       request.logDir,
     );
     const { id } = row;
-    const fd = openSync(row.log_path, 'a');
+    const launch = (gpus: number[]) => {
+      const fd = openSync(row.log_path, 'a');
+      try {
+        const limits = { ...request.limits, gpus };
+        return request.sandbox.exec({ command: request.argv, limits, env: request.env, output: fd, tag: `job-${id}` });
+      } finally {
+        closeSync(fd);
+      }
+    };
     let process: SandboxProcess;
     try {
-      process = request.sandbox.exec({ command: request.argv, limits: request.limits, env: request.env, output: fd, tag: `job-${id}` });
+      process = request.gpuCount
+        ? new GpuQueuedProcess(this.gpus, request.kind === 'grading' ? 'grading' : 'jobs', request.gpuCount, launch)
+        : launch(request.limits.gpus);
     } catch (error) {
       this.store.finishJob(id, { ...noUsage, state: 'failed', reason: `could not start: ${String(error)}`, ended_at: Date.now() });
       throw new A2rlError(
@@ -98,8 +112,6 @@ export class JobManager {
           cause: error,
         },
       );
-    } finally {
-      closeSync(fd);
     }
     const job: LiveJob = { request, process, startedAt: now, done: undefined as unknown as Promise<JobRow> };
     job.done = process.exited.then((status) => this.finish(id, job, status));
@@ -195,8 +207,9 @@ export class JobManager {
 
 const noUsage = { exit_code: null, signal: null, cpu_s: 0, gpu_s: 0, episodes_done: null, result: null };
 
-/** GPUs are held whole for the job's life: GPU-seconds are wall seconds times GPUs. */
+/** GPUs are held whole for the job's life: GPU-seconds are wall seconds times GPUs, from when the queue gave them. */
 function gpuSeconds(job: LiveJob, now: number): number {
+  if (job.process instanceof GpuQueuedProcess) return job.process.gpuSeconds(now);
   return ((now - job.startedAt) / 1000) * job.request.limits.gpus.length;
 }
 
