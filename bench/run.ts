@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { DockerBackend } from '../sandbox/docker.js';
+import { processStartTime } from '../sandbox/process-tree.js';
 import type { SandboxBackend, SandboxInstance, SandboxSpec } from '../sandbox/sandbox.js';
 import { connectStdio } from '../src/client.js';
 import { Grader } from '../src/grading.js';
@@ -24,6 +25,8 @@ import { Store } from '../src/store.js';
 import { getTask, listTaskIds } from '../src/tasks.js';
 import { executePrograms } from '../src/execution.js';
 
+/** Named as a server names itself, so a server starting meanwhile does not sweep the bench's sandboxes as a dead one's. */
+const benchOwner = `${process.pid}-${processStartTime(process.pid)}`;
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** digits;
 
@@ -112,8 +115,8 @@ async function gradingThroughput(home: string, taskId: string) {
   const store = new Store(join(home, `grading-${taskId}.sqlite`));
   const { logger } = createLogger();
   logger.level = 'warn';
-  const backend = new BubblewrapBackend(`bench-${process.pid}`);
-  const jobs = new JobManager(store, logger, `bench-${process.pid}`);
+  const backend = new BubblewrapBackend(benchOwner);
+  const jobs = new JobManager(store, logger, benchOwner);
   const grader = new Grader(store, jobs, backend, new RubricJudge(backend, join(home, 'judging')), join(home, 'grading'), logger, 1);
   const runDir = join(home, `bench-run-${taskId}`);
   store.insertRun({
@@ -156,7 +159,7 @@ async function programSandboxOverhead(home: string, programs: number) {
     expected: [2, 3, 4, 5, 6],
   }));
   const start = performance.now();
-  const results = await executePrograms(new BubblewrapBackend(`bench-${process.pid}`), task, items, join(home, 'programs'));
+  const results = await executePrograms(new BubblewrapBackend(benchOwner), task, items, join(home, 'programs'));
   const seconds = (performance.now() - start) / 1000;
   if (results.some((r) => r.passed !== 5)) throw new Error('a trivial program failed its tests');
   return {
@@ -296,9 +299,9 @@ async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promi
 const home = mkdtempSync(join(tmpdir(), 'a2rl-bench-'));
 const sections: Record<string, () => Promise<unknown>> = {
   budget_status_round_trip_stdio: () => budgetStatusRoundTrip(home, 1000),
-  sandbox_start_exec_true_bwrap: () => sandboxStart(new BubblewrapBackend(`bench-${process.pid}`), 100),
-  sandbox_start_exec_true_docker: () => sandboxStart(new DockerBackend({ owner: `bench-${process.pid}` }), 100),
-  sandbox_create_docker: () => sandboxCreation(new DockerBackend({ owner: `bench-${process.pid}` }), 10),
+  sandbox_start_exec_true_bwrap: () => sandboxStart(new BubblewrapBackend(benchOwner), 100),
+  sandbox_start_exec_true_docker: () => sandboxStart(new DockerBackend({ owner: benchOwner }), 100),
+  sandbox_create_docker: () => sandboxCreation(new DockerBackend({ owner: benchOwner }), 10),
   grading_throughput: async () =>
     Object.fromEntries(await sequential(listTaskIds(), async (id) => [id, await gradingThroughput(home, id)] as const)),
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),

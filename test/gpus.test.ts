@@ -6,7 +6,7 @@ import { GpuAllocator, parseGpuList } from '../src/gpus.js';
 import { type JobRequest, JobManager } from '../src/jobs.js';
 import { createLogger } from '../src/logger.js';
 import { Store } from '../src/store.js';
-import { defaultLimits, tempDir } from './helpers/sandbox.js';
+import { defaultLimits, liveOwner, tempDir } from './helpers/sandbox.js';
 
 /** Resolves with what the promise gave, or 'pending' when it has not settled after the queued callbacks ran. */
 async function settled<T>(promise: Promise<T>): Promise<T | 'pending'> {
@@ -101,7 +101,7 @@ describe('GPU jobs in the job manager', () => {
   });
 
   const start = async (kind: JobRequest['kind'], command: string, gpuCount: number) => {
-    sandbox ??= await new BubblewrapBackend(`gpu-test-${process.pid}`).create({
+    sandbox ??= await new BubblewrapBackend(liveOwner).create({
       name: 'gpu',
       mounts: [{ source: tempDir('ws'), target: '/workspace', readOnly: false }],
       hidden: [],

@@ -5,26 +5,24 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { cgroupsUnavailableReason } from '../sandbox/cgroup.js';
 import { DockerBackend } from '../sandbox/docker.js';
-import { processStartTime } from '../sandbox/process-tree.js';
 import type { SandboxBackend, SandboxInstance, SandboxProcess } from '../sandbox/sandbox.js';
 import { prepareDocker } from './helpers/docker.js';
-import { defaultLimits, makeSandbox, run, tempDir } from './helpers/sandbox.js';
+import { defaultLimits, liveOwner, makeSandbox, run, tempDir } from './helpers/sandbox.js';
 
 // Limits and CPU accounting need writable cgroup v1 controllers; elsewhere those tests are skipped, not failed.
 const noCgroups = cgroupsUnavailableReason() !== undefined;
-const owner = `${process.pid}-${processStartTime(process.pid)}`;
 
 /** Every backend runs the same contract; Docker only where an engine can be started (always on CI). */
 const backends: Array<{ name: string; unavailable?: string; create: () => SandboxBackend; root: string[] }> = [
   {
     name: 'bubblewrap',
-    create: () => new BubblewrapBackend(`test-${process.pid}`),
+    create: () => new BubblewrapBackend(liveOwner),
     root: ['bin', 'dev', 'etc', 'lib', 'lib64', 'proc', 'sbin', 'tmp', 'usr', 'workspace'],
   },
   {
     name: 'docker',
     unavailable: await prepareDocker(),
-    create: () => new DockerBackend({ owner }),
+    create: () => new DockerBackend({ owner: liveOwner }),
     // The image's own root (Debian minbase), not the host's.
     root: [
       'bin',
@@ -95,7 +93,7 @@ describe.each(backends)('$name sandbox', ({ unavailable, create, root }) => {
 
   it('runs python with torch, as an unprivileged user, in /workspace', async () => {
     const result = await run(sandbox, '/usr/bin/python3 -c "import os, torch; print(os.getuid(), os.getcwd(), torch.__version__)"');
-    expect(result.exitCode).toBe(0);
+    expect(result).toMatchObject({ exitCode: 0 });
     expect(result.output).toMatch(/^1000 \/workspace 1\./);
   });
 

@@ -2,7 +2,15 @@ import { closeSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BubblewrapBackend } from '../../sandbox/bwrap.js';
+import { processStartTime } from '../../sandbox/process-tree.js';
 import type { ExitStatus, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from '../../sandbox/sandbox.js';
+
+/**
+ * Names this test process as a server would (pid-starttime) on the cgroups and containers
+ * its sandboxes create: a server starting meanwhile sweeps only what dead owners left, and
+ * sees this one alive.
+ */
+export const liveOwner = `${process.pid}-${processStartTime(process.pid)}`;
 
 export const defaultLimits = { cpus: 1, memoryBytes: 512 * 2 ** 20, pids: 64, gpus: [] as number[] };
 
@@ -13,7 +21,7 @@ export function tempDir(prefix: string): string {
 /** A sandbox over a fresh workspace, as a run gets it (bubblewrap unless another backend is given). */
 export async function makeSandbox(
   extra: Partial<SandboxSpec> = {},
-  backend: SandboxBackend = new BubblewrapBackend(`test-${process.pid}`),
+  backend: SandboxBackend = new BubblewrapBackend(liveOwner),
 ): Promise<{ sandbox: SandboxInstance; workspace: string }> {
   const workspace = tempDir('ws');
   const sandbox = await backend.create({
