@@ -226,6 +226,7 @@ function chownTree(path: string): void {
 /** Where a job's output goes: appended to its log, or the first bytes of stdout kept in memory. */
 class OutputSink {
   private readonly fd: number | undefined;
+  private readonly limit: number;
   private readonly chunks: Buffer[] = [];
   private kept = 0;
 
@@ -235,19 +236,22 @@ class OutputSink {
     this.limit = typeof output === 'number' ? 0 : output.captureBytes;
   }
 
-  private readonly limit: number;
-
   stream(kind: 'stdout' | 'stderr'): Writable {
     return new Writable({
       write: (chunk: Buffer, _encoding, done) => {
-        if (this.fd !== undefined) writeSync(this.fd, chunk);
-        else if (kind === 'stdout' && this.kept < this.limit) {
-          this.chunks.push(chunk.subarray(0, this.limit - this.kept));
-          this.kept += chunk.length;
-        }
+        this.write(kind, chunk);
         done();
       },
     });
+  }
+
+  /** Writes synchronously, so stdout and stderr land in the log in the order they came. */
+  write(kind: 'stdout' | 'stderr', chunk: Buffer): void {
+    if (this.fd !== undefined) writeSync(this.fd, chunk);
+    else if (kind === 'stdout' && this.kept < this.limit) {
+      this.chunks.push(chunk.subarray(0, this.limit - this.kept));
+      this.kept += chunk.length;
+    }
   }
 
   captured(): string {
@@ -262,6 +266,8 @@ class OutputSink {
 class DockerProcess implements SandboxProcess {
   readonly exited: Promise<ExitStatus>;
   private hostPid = -1;
+  /** Set for a job that is a container of its own. */
+  private ownContainer: Docker.Container | undefined;
   private cgroup: JobCgroup | undefined;
   private finalUsage: ResourceUsage | undefined;
   private readonly startedAt = Date.now();
@@ -280,7 +286,7 @@ class DockerProcess implements SandboxProcess {
     this.started = new Promise((resolve) => (this.markStarted = resolve));
     this.exited = run(this)
       .catch((error: unknown) => {
-        writeToSink(this.sink, `a2rl: the job could not run in its container: ${(error as Error).message}\n`);
+        this.sink.write('stderr', Buffer.from(`a2rl: the job could not run in its container: ${(error as Error).message}\n`));
         return { exitCode: null, signal: null, oomKilled: false };
       })
       .then(async (status) => {
@@ -351,8 +357,6 @@ class DockerProcess implements SandboxProcess {
     });
   }
 
-  private ownContainer: Docker.Container | undefined;
-
   get pid(): number {
     return this.hostPid;
   }
@@ -407,10 +411,6 @@ class DockerProcess implements SandboxProcess {
     for (const pid of this.cgroup?.pids() ?? []) pids.add(pid);
     return [...pids];
   }
-}
-
-function writeToSink(sink: OutputSink, text: string): void {
-  sink.stream('stderr').write(Buffer.from(text));
 }
 
 function delay(ms: number): Promise<void> {

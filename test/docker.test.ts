@@ -92,6 +92,13 @@ describe.skipIf(unavailable)(`docker backend${unavailable ? ` (skipped: ${unavai
     }
   });
 
+  it('reports a GPU job the engine cannot give its GPUs (no NVIDIA runtime here) as failed to run, and leaves no container', async () => {
+    const result = await run(sandbox, 'nvidia-smi', { ...defaultLimits, gpus: [0] });
+    expect(result.exitCode).toBeNull();
+    expect(result.output).toMatch(/could not run in its container: .*nvidia/);
+    expect(await backend.docker.listContainers({ all: true, filters: { label: [labels.job] } })).toEqual([]);
+  });
+
   it('after a crash, removes the containers a dead server left and kills their jobs; a live server’s stay', async () => {
     const orphan = await makeSandbox({}, new DockerBackend({ owner: '1-1' }));
     const marker = `${400 + Math.floor(Math.random() * 1000) / 1000}`;
