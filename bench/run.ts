@@ -12,6 +12,9 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
+import { DockerBackend } from '../sandbox/docker.js';
+import { processStartTime } from '../sandbox/process-tree.js';
+import type { SandboxBackend, SandboxInstance, SandboxSpec } from '../sandbox/sandbox.js';
 import { connectStdio } from '../src/client.js';
 import { Grader } from '../src/grading.js';
 import { JobManager } from '../src/jobs.js';
@@ -24,6 +27,8 @@ import { executePrograms } from '../src/execution.js';
 import { analyzeRun, loadRunFacts } from '../src/analysis.js';
 import { buildLeaderboard, runResults } from '../src/leaderboard.js';
 
+/** Named as a server names itself, so a server starting meanwhile does not sweep the bench's sandboxes as a dead one's. */
+const benchOwner = `${process.pid}-${processStartTime(process.pid)}`;
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** digits;
 
@@ -44,15 +49,49 @@ async function budgetStatusRoundTrip(home: string, calls: number) {
   }
 }
 
-async function sandboxStart(runs: number) {
-  const workspace = mkdtempSync(join(tmpdir(), 'a2rl-bench-ws-'));
-  const sandbox = await new BubblewrapBackend(`bench-${process.pid}`).create({
-    name: 'bench',
-    mounts: [{ source: workspace, target: '/workspace', readOnly: false }],
-    hidden: [],
-    env: {},
-    workdir: '/workspace',
-  });
+const benchSpec = (workspace: string): SandboxSpec => ({
+  name: 'bench',
+  mounts: [{ source: workspace, target: '/workspace', readOnly: false }],
+  hidden: [],
+  env: {},
+  workdir: '/workspace',
+  limits: { cpus: 1, memoryBytes: 1024 * 2 ** 20, pids: 256 },
+});
+
+/** Job start overhead: `true` run as a job, from exec to its exit status. */
+async function sandboxStart(backend: SandboxBackend, runs: number) {
+  const sandbox = await backend.create(benchSpec(mkdtempSync(join(tmpdir(), 'a2rl-bench-ws-'))));
+  try {
+    return await execTrue(sandbox, runs);
+  } finally {
+    await sandbox.destroy();
+  }
+}
+
+/** A run's sandbox made ready (Docker: its container created and started), and removed again. */
+async function sandboxCreation(backend: SandboxBackend, runs: number) {
+  const create: number[] = [];
+  const destroy: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const spec = benchSpec(mkdtempSync(join(tmpdir(), 'a2rl-bench-ws-')));
+    let start = performance.now();
+    const sandbox = await backend.create(spec);
+    create.push(performance.now() - start);
+    start = performance.now();
+    await sandbox.destroy();
+    destroy.push(performance.now() - start);
+  }
+  create.sort((a, b) => a - b);
+  destroy.sort((a, b) => a - b);
+  return {
+    runs,
+    create_p50_ms: round(percentile(create, 50)),
+    create_max_ms: round(create.at(-1)!),
+    destroy_p50_ms: round(percentile(destroy, 50)),
+  };
+}
+
+async function execTrue(sandbox: SandboxInstance, runs: number) {
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
     const fd = openSync('/dev/null', 'w');
@@ -78,8 +117,8 @@ async function gradingThroughput(home: string, taskId: string) {
   const store = new Store(join(home, `grading-${taskId}.sqlite`));
   const { logger } = createLogger();
   logger.level = 'warn';
-  const backend = new BubblewrapBackend(`bench-${process.pid}`);
-  const jobs = new JobManager(store, logger, `bench-${process.pid}`);
+  const backend = new BubblewrapBackend(benchOwner);
+  const jobs = new JobManager(store, logger, benchOwner);
   const grader = new Grader(store, jobs, backend, new RubricJudge(backend, join(home, 'judging')), join(home, 'grading'), logger, 1);
   const runDir = join(home, `bench-run-${taskId}`);
   store.insertRun({
@@ -122,7 +161,7 @@ async function programSandboxOverhead(home: string, programs: number) {
     expected: [2, 3, 4, 5, 6],
   }));
   const start = performance.now();
-  const results = await executePrograms(new BubblewrapBackend(`bench-${process.pid}`), task, items, join(home, 'programs'));
+  const results = await executePrograms(new BubblewrapBackend(benchOwner), task, items, join(home, 'programs'));
   const seconds = (performance.now() - start) / 1000;
   if (results.some((r) => r.passed !== 5)) throw new Error('a trivial program failed its tests');
   return {
@@ -356,7 +395,9 @@ async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promi
 const home = mkdtempSync(join(tmpdir(), 'a2rl-bench-'));
 const sections: Record<string, () => Promise<unknown>> = {
   budget_status_round_trip_stdio: () => budgetStatusRoundTrip(home, 1000),
-  sandbox_start_exec_true_bwrap: () => sandboxStart(100),
+  sandbox_start_exec_true_bwrap: () => sandboxStart(new BubblewrapBackend(benchOwner), 100),
+  sandbox_start_exec_true_docker: () => sandboxStart(new DockerBackend({ owner: benchOwner }), 100),
+  sandbox_create_docker: () => sandboxCreation(new DockerBackend({ owner: benchOwner }), 10),
   grading_throughput: async () =>
     Object.fromEntries(await sequential(listTaskIds(), async (id) => [id, await gradingThroughput(home, id)] as const)),
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),

@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { JobCgroup } from './cgroup.js';
+import { JobCgroup, sweepCgroups } from './cgroup.js';
 import { processTree, signalAll } from './process-tree.js';
 import type { ExecOptions, ExitStatus, ResourceUsage, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from './sandbox.js';
 
@@ -34,6 +34,10 @@ export class BubblewrapBackend implements SandboxBackend {
 
   async create(spec: SandboxSpec): Promise<SandboxInstance> {
     return new BubblewrapInstance(spec, this.group, this.bwrapPath);
+  }
+
+  async sweep(ownerAlive: (owner: string) => boolean): Promise<string[]> {
+    return sweepCgroups(ownerAlive);
   }
 }
 

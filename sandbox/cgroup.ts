@@ -3,25 +3,15 @@ import { signalAll } from './process-tree.js';
 import { join } from 'node:path';
 
 const controllers = ['memory', 'cpu', 'cpuacct', 'pids'] as const;
-type Controller = (typeof controllers)[number];
+export type Controller = (typeof controllers)[number];
 
-/**
- * Where each cgroup v1 controller is mounted and where this process sits in it, so job
- * cgroups nest under ours and inherit whatever limits the host already puts on us.
- */
-function discoverHierarchies(): Map<Controller, string> | undefined {
+/** Where each cgroup v1 controller is mounted. */
+function controllerMounts(): Map<Controller, string> | undefined {
   let mountinfo: string;
-  let membership: string;
   try {
     mountinfo = readFileSync('/proc/self/mountinfo', 'utf8');
-    membership = readFileSync('/proc/self/cgroup', 'utf8');
   } catch {
     return undefined;
-  }
-  const ownPath = new Map<string, string>();
-  for (const line of membership.trim().split('\n')) {
-    const [, names, path] = line.split(':');
-    for (const name of names?.split(',') ?? []) ownPath.set(name, path ?? '/');
   }
   const found = new Map<Controller, string>();
   for (const line of mountinfo.trim().split('\n')) {
@@ -32,21 +22,46 @@ function discoverHierarchies(): Map<Controller, string> | undefined {
     const mountPoint = mountFields.split(' ')[4]!;
     for (const option of superOptions?.split(',') ?? []) {
       const controller = controllers.find((c) => c === option);
-      if (controller && !found.has(controller)) {
-        found.set(controller, join(mountPoint, ownPath.get(controller) ?? '/'));
-      }
+      if (controller && !found.has(controller)) found.set(controller, mountPoint);
     }
   }
-  for (const controller of controllers) {
-    const base = found.get(controller);
-    if (!base) return undefined;
+  return controllers.every((controller) => found.has(controller)) ? found : undefined;
+}
+
+/** The cgroup folder of a process in each controller, or undefined where one is missing or not writable. */
+export function cgroupDirsOf(pid: number | 'self'): Map<Controller, string> | undefined {
+  const mounts = controllerMounts();
+  let membership: string;
+  try {
+    membership = readFileSync(`/proc/${pid}/cgroup`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  if (!mounts) return undefined;
+  const paths = new Map<string, string>();
+  for (const line of membership.trim().split('\n')) {
+    const [, names, path] = line.split(':');
+    for (const name of names?.split(',') ?? []) paths.set(name, path ?? '/');
+  }
+  const dirs = new Map<Controller, string>();
+  for (const [controller, mountPoint] of mounts) {
+    const dir = join(mountPoint, paths.get(controller) ?? '/');
     try {
-      accessSync(base, constants.W_OK);
+      accessSync(dir, constants.W_OK);
     } catch {
       return undefined;
     }
+    dirs.set(controller, dir);
   }
-  return found;
+  return dirs;
+}
+
+/**
+ * Where this process sits in each cgroup v1 hierarchy, so job cgroups nest under ours and
+ * inherit whatever limits the host already puts on us.
+ */
+function discoverHierarchies(): Map<Controller, string> | undefined {
+  return cgroupDirsOf('self');
 }
 
 let hierarchies: Map<Controller, string> | undefined | null = null;
@@ -68,9 +83,14 @@ export class JobCgroup {
   static create(group: string, tag: string): JobCgroup | undefined {
     const bases = writableHierarchies();
     if (!bases) return undefined;
+    return JobCgroup.createIn(bases, join('a2rl', group, tag));
+  }
+
+  /** Creates `relativePath` under the given cgroup folders (e.g. a container's), one per controller. */
+  static createIn(parents: Map<Controller, string>, relativePath: string): JobCgroup {
     const dirs = new Map<Controller, string>();
-    for (const [controller, base] of bases) {
-      const dir = join(base, 'a2rl', group, tag);
+    for (const [controller, parent] of parents) {
+      const dir = join(parent, relativePath);
       mkdirSync(dir, { recursive: true });
       dirs.set(controller, dir);
     }
@@ -81,6 +101,13 @@ export class JobCgroup {
   get procsFiles(): string[] {
     // cpu and cpuacct may share one hierarchy; joining it once is enough.
     return [...new Set([...this.dirs.values()])].map((dir) => join(dir, 'cgroup.procs'));
+  }
+
+  /** Moves a process (not its existing children) into this cgroup; the pids controller last, which a waiting job watches for. */
+  join(pid: number): void {
+    const pidsDir = this.dirs.get('pids')!;
+    const dirs = [...new Set(this.dirs.values())].sort((a, b) => Number(a === pidsDir) - Number(b === pidsDir));
+    for (const dir of dirs) writeFileSync(join(dir, 'cgroup.procs'), String(pid));
   }
 
   setLimits(limits: { cpus: number; memoryBytes: number; pids: number }): void {
@@ -151,9 +178,10 @@ export class JobCgroup {
  * After a crash: kills whatever a dead server left in its job cgroups and removes them.
  * Groups are named after their owning server, so a live server's jobs are left alone.
  */
-export function sweepCgroups(ownerAlive: (group: string) => boolean): void {
+export function sweepCgroups(ownerAlive: (group: string) => boolean): string[] {
   const bases = writableHierarchies();
-  if (!bases) return;
+  if (!bases) return [];
+  const swept = new Set<string>();
   for (const base of new Set(bases.values())) {
     const root = join(base, 'a2rl');
     for (const group of listDirs(root)) {
@@ -171,8 +199,30 @@ export function sweepCgroups(ownerAlive: (group: string) => boolean): void {
           // Gone meanwhile.
         }
         tryRmdir(join(root, group, tag));
+        swept.add(`${group}/${tag}`);
       }
       tryRmdir(join(root, group));
+    }
+  }
+  return [...swept];
+}
+
+/** Kills the processes of the cgroups named `prefix*` under the given folders (a dead server's job cgroups) and removes them. */
+export function sweepChildCgroups(parents: Map<Controller, string>, prefix: string): void {
+  for (const parent of new Set(parents.values())) {
+    for (const child of listDirs(parent).filter((name) => name.startsWith(prefix))) {
+      try {
+        signalAll(
+          readFileSync(join(parent, child, 'cgroup.procs'), 'utf8')
+            .split('\n')
+            .filter(Boolean)
+            .map(Number),
+          'SIGKILL',
+        );
+      } catch {
+        // Gone meanwhile.
+      }
+      tryRmdir(join(parent, child));
     }
   }
 }

@@ -1,5 +1,5 @@
 /**
- * The contract every sandbox backend keeps (bubblewrap here; Docker next). A backend
+ * The contract every sandbox backend keeps (bubblewrap, Docker). A backend
  * creates one isolated environment per run (or per grading) and runs jobs in it:
  * - no network, ever;
  * - only the listed mounts are visible besides the operating system's read-only files,
@@ -23,6 +23,11 @@ export interface SandboxSpec {
   hidden: string[];
   env: Record<string, string>;
   workdir: string;
+  /**
+   * Ceiling on everything running in the sandbox at once, where the backend limits the
+   * sandbox as a whole (Docker: the container); each job still has its own limits.
+   */
+  limits?: Omit<ResourceLimits, 'gpus'>;
 }
 
 export interface ResourceLimits {
@@ -85,4 +90,9 @@ export interface SandboxBackend {
   /** Why this backend cannot run here, or undefined when it can. */
   unavailableReason(): Promise<string | undefined>;
   create(spec: SandboxSpec): Promise<SandboxInstance>;
+  /**
+   * After a crash: stops and removes what servers that are gone left behind (cgroups,
+   * containers); what a live server owns is left alone. Resolves with what it removed.
+   */
+  sweep(ownerAlive: (owner: string) => boolean): Promise<string[]>;
 }

@@ -5,7 +5,8 @@ set -eu
 cd "$(dirname "$0")/.."
 
 # chromium: the HTML report is checked in headless Chromium (test/report.test.ts).
-debs="bubblewrap python3-torch python3-numpy libopenblas0-pthread chromium"
+# docker.io and debootstrap: the Docker sandbox backend and its micro image, built without a registry.
+debs="bubblewrap python3-torch python3-numpy libopenblas0-pthread chromium docker.io debootstrap"
 missing=""
 for p in $debs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

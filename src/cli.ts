@@ -2,6 +2,9 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
+import Docker from 'dockerode';
+import { createBackend, type SandboxName, sandboxNames } from '../sandbox/backends.js';
+import { cgroupsUnavailableReason } from '../sandbox/cgroup.js';
 import { parseBudget } from './budget.js';
 import { connectStdio } from './client.js';
 import { addReportCommands } from './cli-reports.js';
@@ -12,6 +15,8 @@ import { createLogger } from './logger.js';
 import { defaultHome } from './paths.js';
 import { loadReplay, playReplay } from './replay.js';
 import { serverVersion } from './server.js';
+import { parseGpuList } from './gpus.js';
+import { buildImage, type ImageName, imageNames } from './images.js';
 import { getTask, listTaskIds } from './tasks.js';
 import { Store } from './store.js';
 import { issueRunToken, revokeRun } from './tokens.js';
@@ -60,6 +65,21 @@ function judgeConfig(options: JudgeOptions): JudgeConfig {
   return { kind: 'llm', baseUrl: options.judgeUrl, model: options.judgeModel, apiKey: process.env[options.judgeKeyEnv] };
 }
 
+/** `--sandbox`, also set by $A2RL_SANDBOX: the one switch between backends, for serve and everything that serves runs. */
+const sandboxOption = () =>
+  new Option('--sandbox <backend>', 'sandbox backend of runs and grading (a2rl doctor shows which work here)')
+    .choices(sandboxNames)
+    .env('A2RL_SANDBOX')
+    .default('bwrap');
+
+function gpusOption(value: string): number[] {
+  try {
+    return parseGpuList(value);
+  } catch (error) {
+    throw new InvalidArgumentError(isA2rlError(error) ? error.message : String(error));
+  }
+}
+
 function maxJobsOption(value: string): number {
   const jobs = Number(value);
   if (!Number.isInteger(jobs) || jobs < 1) throw new InvalidArgumentError('Give a whole number of jobs, at least 1.');
@@ -86,6 +106,8 @@ function portOption(value: string): number {
 }
 
 interface ServeOptions extends JudgeOptions {
+  sandbox: SandboxName;
+  gpus?: number[];
   task?: string;
   budget?: string;
   label?: string;
@@ -140,6 +162,8 @@ program
   .option('--judge-url <url>', 'OpenAI-compatible base URL for --judge llm, e.g. https://api.openai.com/v1')
   .option('--judge-model <name>', 'model name for --judge llm')
   .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY')
+  .addOption(sandboxOption())
+  .option('--gpus <list>', 'host GPU indices jobs may be given, e.g. 0,1 (with two or more, the last is kept for grading)', gpusOption)
   .action(async (options: ServeOptions) => {
     const judge = judgeConfig(options);
     if (!options.http && options.maxJobs !== undefined) {
@@ -162,7 +186,15 @@ program
     }
     const log = createLogger();
     const maxJobs = options.http ? (options.maxJobs ?? cpus().length) : undefined;
-    const engine = await Engine.open({ home: home(), logger: log.logger, judge, maxJobs, diskQuotaBytes: options.diskQuota });
+    const engine = await Engine.open({
+      home: home(),
+      logger: log.logger,
+      judge,
+      maxJobs,
+      diskQuotaBytes: options.diskQuota,
+      sandbox: options.sandbox,
+      gpus: options.gpus,
+    });
     if (options.http) {
       log.addFile(join(home(), 'server.log'));
       await serveHttp(engine, {
@@ -196,19 +228,24 @@ runs
   .option('--judge-url <url>', 'OpenAI-compatible base URL for --judge llm')
   .option('--judge-model <name>', 'model name for --judge llm')
   .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY')
-  .action(async (options: { task: string; budget?: string; label?: string; url: string; json?: boolean } & JudgeOptions) => {
-    const engine = await Engine.open({ home: home(), judge: judgeConfig(options), recover: false });
-    try {
-      const run = engine.prepareRun({ taskId: options.task, budget: options.budget, label: options.label });
-      const token = issueRunToken(engine.store, run.id);
-      engine.releaseRun(run.id);
-      process.stdout.write(
-        options.json ? `${JSON.stringify({ run_id: run.id, token, url: options.url })}\n` : clientSetup(run.id, token, options.url),
-      );
-    } finally {
-      await engine.close();
-    }
-  });
+  .addOption(sandboxOption())
+  .action(
+    async (
+      options: { task: string; budget?: string; label?: string; url: string; json?: boolean; sandbox: SandboxName } & JudgeOptions,
+    ) => {
+      const engine = await Engine.open({ home: home(), judge: judgeConfig(options), recover: false, sandbox: options.sandbox });
+      try {
+        const run = engine.prepareRun({ taskId: options.task, budget: options.budget, label: options.label });
+        const token = issueRunToken(engine.store, run.id);
+        engine.releaseRun(run.id);
+        process.stdout.write(
+          options.json ? `${JSON.stringify({ run_id: run.id, token, url: options.url })}\n` : clientSetup(run.id, token, options.url),
+        );
+      } finally {
+        await engine.close();
+      }
+    },
+  );
 
 runs
   .command('revoke <run-id>')
@@ -312,6 +349,36 @@ program
       const task = getTask(id);
       process.stdout.write(`${task.id}\tlevel ${task.level}\t${task.tier}\t${task.title}\n`);
     }
+  });
+
+program
+  .command('doctor')
+  .description('report which sandbox backends work on this host, and why the others do not')
+  .action(async () => {
+    let usable = 0;
+    for (const name of sandboxNames) {
+      const reason = await createBackend(name, `doctor-${process.pid}`).unavailableReason();
+      if (!reason) usable++;
+      process.stdout.write(`${name}\t${reason ? `unavailable: ${reason}` : 'works'}\n`);
+    }
+    const noCgroups = cgroupsUnavailableReason();
+    process.stdout.write(
+      `limits\t${noCgroups ? `none per job: ${noCgroups}; compute is charged as wall time` : 'per job (cgroup v1): memory, CPU, pids, CPU-seconds'}\n`,
+    );
+    if (usable === 0) process.exitCode = 1;
+  });
+
+program
+  .command('images')
+  .description('sandbox images of the docker backend (sandbox/images/)')
+  .command('build <name>')
+  .description('build an image into the local Docker engine: micro (no registry needed: debootstrap, then its Dockerfile) or gpu')
+  .option('--force', 'rebuild even when the image exists')
+  .action(async (name: string, options: { force?: boolean }) => {
+    if (!imageNames.includes(name as ImageName)) {
+      throw new A2rlError('INVALID_INPUT', `No image "${name}"; build one of: ${imageNames.join(', ')}.`);
+    }
+    await buildImage(new Docker(), name as ImageName, { force: options.force, log: (line) => process.stderr.write(`${line}\n`) });
   });
 
 program.parseAsync().catch((error: unknown) => {

@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BubblewrapBackend } from '../sandbox/bwrap.js';
-import { cgroupsUnavailableReason, JobCgroup, sweepCgroups } from '../sandbox/cgroup.js';
+import { createBackend, type SandboxName } from '../sandbox/backends.js';
+import { cgroupsUnavailableReason, JobCgroup } from '../sandbox/cgroup.js';
 import { processStartTime } from '../sandbox/process-tree.js';
 import type { SandboxBackend } from '../sandbox/sandbox.js';
 import { type BudgetLimits, formatBudget, parseBudget } from './budget.js';
 import { renderInstructions } from './instructions.js';
 import { A2rlError } from './errors.js';
+import { GpuAllocator } from './gpus.js';
 import { Grader } from './grading.js';
 import { JobManager } from './jobs.js';
 import { LlmJudge, type LlmJudgeOptions } from './judge/llm.js';
@@ -15,7 +16,7 @@ import { RubricJudge } from './judge/rubric.js';
 import { createLogger, type Logger } from './logger.js';
 import { packageRoot } from './paths.js';
 import { eventRecorder } from './recorder.js';
-import { agentJobKinds, Run } from './run.js';
+import { agentJobKinds, maxConcurrentJobs, Run } from './run.js';
 import { type RunRow, Store, type SubmissionRow } from './store.js';
 import { startGrading } from './submissions.js';
 import { getTask, type Task } from './tasks.js';
@@ -38,6 +39,10 @@ export interface EngineOptions {
    * writes to the store (`a2rl runs create`) skips it, so it never waits on others' grading.
    */
   recover?: boolean;
+  /** Sandbox backend of every run and grading (default: bwrap). */
+  sandbox?: SandboxName;
+  /** Host GPU indices jobs may be given (`serve --gpus 0,1`); none by default. */
+  gpus?: number[];
 }
 
 export interface CreateRunOptions {
@@ -81,7 +86,7 @@ export class Engine {
   static async open(options: EngineOptions): Promise<Engine> {
     const logger = options.logger ?? createLogger().logger;
     const owner = `${process.pid}-${processStartTime(process.pid) ?? 0}`;
-    const backend = new BubblewrapBackend(owner);
+    const backend = createBackend(options.sandbox ?? 'bwrap', owner);
     const unavailable = await backend.unavailableReason();
     if (unavailable) throw new A2rlError('SANDBOX_UNAVAILABLE', `The ${backend.name} sandbox cannot run here: ${unavailable}.`);
     const noCgroups = cgroupsUnavailableReason();
@@ -89,7 +94,7 @@ export class Engine {
       logger.warn(`${noCgroups}: jobs run without memory, CPU and process limits, and compute is charged as wall time × all cores`);
     }
     const store = new Store(join(options.home, 'store.sqlite'));
-    const jobs = new JobManager(store, logger, owner);
+    const jobs = new JobManager(store, logger, owner, new GpuAllocator(options.gpus ?? []));
     const judgeConfig = options.judge ?? { kind: 'rubric' };
     const judge = judgeConfig.kind === 'llm' ? new LlmJudge(store, judgeConfig) : new RubricJudge(backend, join(options.home, 'judging'));
     const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
@@ -104,7 +109,7 @@ export class Engine {
       options.maxJobs ?? Number.POSITIVE_INFINITY,
       options.diskQuotaBytes ?? defaultDiskQuotaBytes,
     );
-    if (options.recover ?? true) engine.recover();
+    if (options.recover ?? true) await engine.recover();
     return engine;
   }
 
@@ -113,9 +118,9 @@ export class Engine {
    * swept. Their runs end and their unfinished gradings are graded here, except active
    * runs served over HTTP (those with a token): they wait for an HTTP server to adopt them.
    */
-  private recover(): void {
+  private async recover(): Promise<void> {
     const now = Date.now();
-    this.markJobsOfStoppedServersLost();
+    await this.markJobsOfStoppedServersLost();
     for (const run of this.store.listActiveRuns()) {
       if (ownerAlive(run.owner) || this.isRemote(run.id)) continue;
       this.store.endRun(run.id, 'the server stopped before the run ended', now);
@@ -128,8 +133,8 @@ export class Engine {
     }
   }
 
-  /** Running jobs (of one run, or all) whose server is gone end as lost; their cgroups are swept. */
-  private markJobsOfStoppedServersLost(runId?: string): void {
+  /** Running jobs (of one run, or all) whose server is gone end as lost; what they left in the sandbox backend is removed. */
+  private async markJobsOfStoppedServersLost(runId?: string): Promise<void> {
     const now = Date.now();
     for (const job of this.store.listRunningJobs()) {
       if (ownerAlive(job.owner) || (runId !== undefined && job.run_id !== runId)) continue;
@@ -146,7 +151,8 @@ export class Engine {
       });
       this.logger.warn({ job: job.id, run: job.run_id }, 'job of a stopped server marked lost');
     }
-    sweepCgroups(ownerAlive);
+    const swept = await this.backend.sweep(ownerAlive);
+    if (swept.length > 0) this.logger.warn({ sandbox: this.backend.name, swept }, 'removed what stopped servers left in the sandbox');
   }
 
   private regrade(run: RunRow, submission: SubmissionRow): void {
@@ -216,6 +222,12 @@ export class Engine {
       hidden: [this.home, packageRoot],
       env: { PYTHONPATH: '/workspace/lib', PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1' },
       workdir: '/workspace',
+      // Where the backend limits the sandbox as a whole: room for every job a run may have at once, and an exec.
+      limits: {
+        cpus: task.jobs.cpus * (maxConcurrentJobs + 1),
+        memoryBytes: task.jobs.memoryMb * 2 ** 20 * (maxConcurrentJobs + 1),
+        pids: task.jobs.pids * (maxConcurrentJobs + 1),
+      },
     });
     const instructions = readFileSync(join(row.dir, 'instructions.md'), 'utf8');
     const record = eventRecorder(this.store, row.id, row.created_at);
@@ -254,7 +266,7 @@ export class Engine {
         `Run ${id} is served by another a2rl process (pid ${row.owner.split('-')[0]}); connect to that server, or stop it first.`,
       );
     }
-    this.markJobsOfStoppedServersLost(id);
+    await this.markJobsOfStoppedServersLost(id);
     let run: Run;
     try {
       run = await this.serveRun(this.store.getRun(id)!);
@@ -326,6 +338,8 @@ export class Engine {
     await Promise.all([...this.runs.values()].map((run) => this.jobs.stopRun(run.id, 'cancelled', 'the server stopped', agentJobKinds)));
     await this.grader.drain();
     await this.jobs.stopAll('the server stopped');
+    // A run's sandbox (Docker: its container) goes with the server; an adopting server makes a new one.
+    await Promise.all([...this.runs.values()].map((run) => run.sandbox.destroy()));
     JobCgroup.removeGroup(this.owner);
     this.store.close();
   }

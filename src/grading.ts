@@ -152,6 +152,7 @@ export class Grader {
       hidden: [],
       env: { PYTHONPATH: `${gradingRoot}/lib`, PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1' },
       workdir: `${gradingRoot}/out`,
+      limits: { cpus: task.grader.cpus, memoryBytes: task.grader.memoryMb * 2 ** 20, pids: 64 },
     });
     try {
       const job = this.jobs.start({

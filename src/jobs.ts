@@ -2,6 +2,7 @@ import { closeSync, mkdirSync, openSync } from 'node:fs';
 import type { ExitStatus, ResourceLimits, SandboxInstance, SandboxProcess } from '../sandbox/sandbox.js';
 import { A2rlError } from './errors.js';
 import { GpuMonitor } from './gpu-usage.js';
+import { GpuAllocator, GpuQueuedProcess } from './gpus.js';
 import type { Logger } from './logger.js';
 import type { RecordEvent } from './recorder.js';
 import type { JobKind, JobRow, JobState, Store } from './store.js';
@@ -14,6 +15,8 @@ export interface JobRequest {
   argv: string[];
   sandbox: SandboxInstance;
   limits: ResourceLimits;
+  /** GPUs the job needs from the server's pool: it waits in the queue until they are free. */
+  gpuCount?: number;
   /** Whether the job's compute counts against the run's budget (grading does not). */
   charged: boolean;
   episodesRequested?: number;
@@ -57,12 +60,13 @@ export const resourceSampleMs = 5000;
  */
 export class JobManager {
   private readonly live = new Map<number, LiveJob>();
-  private readonly gpus = new GpuMonitor();
+  private readonly gpuMonitor = new GpuMonitor();
 
   constructor(
     private readonly store: Store,
     private readonly logger: Logger,
     private readonly owner: string,
+    readonly gpus = new GpuAllocator([]),
   ) {}
 
   /** Jobs of all runs running in this process now. */
@@ -92,10 +96,20 @@ export class JobManager {
       request.logDir,
     );
     const { id } = row;
-    const fd = openSync(row.log_path, 'a');
+    const launch = (gpus: number[]) => {
+      const fd = openSync(row.log_path, 'a');
+      try {
+        const limits = { ...request.limits, gpus };
+        return request.sandbox.exec({ command: request.argv, limits, env: request.env, output: fd, tag: `job-${id}` });
+      } finally {
+        closeSync(fd);
+      }
+    };
     let process: SandboxProcess;
     try {
-      process = request.sandbox.exec({ command: request.argv, limits: request.limits, env: request.env, output: fd, tag: `job-${id}` });
+      process = request.gpuCount
+        ? new GpuQueuedProcess(this.gpus, request.kind === 'grading' ? 'grading' : 'jobs', request.gpuCount, launch)
+        : launch(request.limits.gpus);
     } catch (error) {
       this.store.finishJob(id, { ...noUsage, state: 'failed', reason: `could not start: ${String(error)}`, ended_at: Date.now() });
       throw new A2rlError(
@@ -105,8 +119,6 @@ export class JobManager {
           cause: error,
         },
       );
-    } finally {
-      closeSync(fd);
     }
     const job: LiveJob = {
       request,
@@ -147,7 +159,7 @@ export class JobManager {
       if (now - job.lastSample.at < resourceSampleMs) continue;
       const cpuPercent = (100 * (usage.cpuSeconds - job.lastSample.cpuSeconds)) / ((now - job.lastSample.at) / 1000);
       job.lastSample = { at: now, cpuSeconds: usage.cpuSeconds };
-      const gpus = this.gpus.readings(job.request.limits.gpus);
+      const gpus = this.gpuMonitor.readings(job.request.limits.gpus);
       job.request.record('sample', 'resources', {
         job_id: id,
         cpu_s: Math.round(usage.cpuSeconds * 1000) / 1000,
@@ -239,8 +251,9 @@ export class JobManager {
 
 const noUsage = { exit_code: null, signal: null, cpu_s: 0, gpu_s: 0, episodes_done: null, result: null };
 
-/** GPUs are held whole for the job's life: GPU-seconds are wall seconds times GPUs. */
+/** GPUs are held whole for the job's life: GPU-seconds are wall seconds times GPUs, from when the queue gave them. */
 function gpuSeconds(job: LiveJob, now: number): number {
+  if (job.process instanceof GpuQueuedProcess) return job.process.gpuSeconds(now);
   return ((now - job.startedAt) / 1000) * job.request.limits.gpus.length;
 }
 

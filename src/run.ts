@@ -62,7 +62,7 @@ export class Run {
   /** Starts one of the agent's jobs in the run's sandbox, charged to its budget. */
   startJob(
     kind: 'exec' | 'training' | 'rollouts',
-    job: Pick<JobRequest, 'command' | 'argv' | 'limits' | 'timeoutMs' | 'episodesRequested' | 'collect'>,
+    job: Pick<JobRequest, 'command' | 'argv' | 'limits' | 'gpuCount' | 'timeoutMs' | 'episodesRequested' | 'collect'>,
   ): JobRow {
     this.assertCanStart(kind, job.episodesRequested);
     return this.engine.jobs.start({

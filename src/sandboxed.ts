@@ -29,6 +29,7 @@ export async function runOnce(backend: SandboxBackend, request: OneShotRequest):
     hidden: [],
     env: request.env,
     workdir: request.workdir,
+    limits: { cpus: request.limits.cpus, memoryBytes: request.limits.memoryBytes, pids: request.limits.pids },
   });
   try {
     const process = sandbox.exec({

@@ -3,10 +3,10 @@ import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { cgroupsUnavailableReason } from '../sandbox/cgroup.js';
 import { type ExecutionItem, executePrograms } from '../src/execution.js';
 import { getTask } from '../src/tasks.js';
-import { tempDir } from './helpers/sandbox.js';
+import { liveOwner, tempDir } from './helpers/sandbox.js';
 
 const task = getTask('micro-humaneval');
-const backend = new BubblewrapBackend(`test-${process.pid}`);
+const backend = new BubblewrapBackend(liveOwner);
 
 const item = (id: string, program: string, calls: unknown[][], expected: unknown[]): ExecutionItem => ({
   id,

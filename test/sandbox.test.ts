@@ -1,16 +1,74 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { cgroupsUnavailableReason } from '../sandbox/cgroup.js';
-import { processTree } from '../sandbox/process-tree.js';
-import type { SandboxInstance, SandboxProcess } from '../sandbox/sandbox.js';
-import { defaultLimits, makeSandbox, run, tempDir } from './helpers/sandbox.js';
+import { DockerBackend } from '../sandbox/docker.js';
+import type { SandboxBackend, SandboxInstance, SandboxProcess } from '../sandbox/sandbox.js';
+import { prepareDocker } from './helpers/docker.js';
+import { defaultLimits, liveOwner, makeSandbox, run, tempDir } from './helpers/sandbox.js';
 
 // Limits and CPU accounting need writable cgroup v1 controllers; elsewhere those tests are skipped, not failed.
 const noCgroups = cgroupsUnavailableReason() !== undefined;
 
-describe('bubblewrap sandbox', () => {
+/** Every backend runs the same contract; Docker only where an engine can be started (always on CI). */
+const backends: Array<{ name: string; unavailable?: string; create: () => SandboxBackend; root: string[] }> = [
+  {
+    name: 'bubblewrap',
+    create: () => new BubblewrapBackend(liveOwner),
+    root: ['bin', 'dev', 'etc', 'lib', 'lib64', 'proc', 'sbin', 'tmp', 'usr', 'workspace'],
+  },
+  {
+    name: 'docker',
+    unavailable: await prepareDocker(),
+    create: () => new DockerBackend({ owner: liveOwner }),
+    // The image's own root (Debian minbase), not the host's.
+    root: [
+      'bin',
+      'boot',
+      'dev',
+      'etc',
+      'home',
+      'lib',
+      'lib64',
+      'media',
+      'mnt',
+      'opt',
+      'proc',
+      'root',
+      'run',
+      'sbin',
+      'srv',
+      'sys',
+      'tmp',
+      'usr',
+      'var',
+      'workspace',
+    ],
+  },
+];
+
+/** Host processes whose command line holds `marker` and that are not zombies. */
+function liveProcessesWith(marker: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+describe.each(backends)('$name sandbox', ({ unavailable, create, root }) => {
+  if (unavailable) {
+    it.skip(`skipped: ${unavailable}`, () => undefined);
+    return;
+  }
+  let backend: SandboxBackend;
   let sandbox: SandboxInstance;
   let workspace: string;
   let secretDir: string;
@@ -21,7 +79,11 @@ describe('bubblewrap sandbox', () => {
     writeFileSync(join(secretDir, 'eval.jsonl'), '{"answer": "#### 42"}\n');
     readOnlyData = tempDir('data');
     writeFileSync(join(readOnlyData, 'train.jsonl'), 'train\n');
-    ({ sandbox, workspace } = await makeSandbox({ mounts: [{ source: readOnlyData, target: '/workspace/data', readOnly: true }] }));
+    backend = create();
+    ({ sandbox, workspace } = await makeSandbox(
+      { mounts: [{ source: readOnlyData, target: '/workspace/data', readOnly: true }] },
+      backend,
+    ));
     mkdirSync(join(workspace, 'data'), { recursive: true });
   });
 
@@ -31,7 +93,7 @@ describe('bubblewrap sandbox', () => {
 
   it('runs python with torch, as an unprivileged user, in /workspace', async () => {
     const result = await run(sandbox, '/usr/bin/python3 -c "import os, torch; print(os.getuid(), os.getcwd(), torch.__version__)"');
-    expect(result.exitCode).toBe(0);
+    expect(result).toMatchObject({ exitCode: 0 });
     expect(result.output).toMatch(/^1000 \/workspace 1\./);
   });
 
@@ -68,18 +130,7 @@ EOF`;
 
   it('shows nothing of the host but the system files and its mounts', async () => {
     const listing = await run(sandbox, 'ls /');
-    expect(listing.output.trim().split('\n').sort()).toEqual([
-      'bin',
-      'dev',
-      'etc',
-      'lib',
-      'lib64',
-      'proc',
-      'sbin',
-      'tmp',
-      'usr',
-      'workspace',
-    ]);
+    expect(listing.output.trim().split('\n').sort()).toEqual(root);
     const search = await run(
       sandbox,
       `find / -name eval.jsonl 2>/dev/null; cat ${secretDir}/eval.jsonl; grep -rs "#### 42" /etc /tmp /workspace`,
@@ -90,10 +141,16 @@ EOF`;
 
   it('hides listed host paths even under a system mount', async () => {
     const hidden = '/usr/share/doc';
-    const { sandbox: strict } = await makeSandbox({ hidden: [hidden] });
-    const result = await run(strict, `ls ${hidden} | wc -l`);
-    expect(existsSync(hidden)).toBe(true);
-    expect(result.output.trim()).toBe('0');
+    const { sandbox: strict } = await makeSandbox({ hidden: [hidden] }, backend);
+    try {
+      const result = await run(strict, `ls ${hidden} | wc -l`);
+      const visible = await run(sandbox, `ls ${hidden} | wc -l`);
+      expect(existsSync(hidden)).toBe(true);
+      expect(result.output.trim()).toBe('0');
+      expect(Number(visible.output.trim())).toBeGreaterThan(0);
+    } finally {
+      await strict.destroy();
+    }
   });
 
   it('lets jobs write the workspace and /tmp only; read-only mounts stay read-only', async () => {
@@ -110,22 +167,34 @@ EOF`;
   it('stops every process of a job, including ones that ignore TERM or detach', async () => {
     let job: SandboxProcess | undefined;
     const started = Date.now();
-    const finished = run(sandbox, "trap '' TERM; (trap '' TERM; setsid sleep 300 &) ; sleep 300", defaultLimits, (p) => (job = p));
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    const tree = processTree(job!.pid);
-    expect(tree.length).toBeGreaterThanOrEqual(3);
+    // An odd duration marks the job's processes among the host's.
+    const marker = `${300 + Math.floor(Math.random() * 1000) / 1000}`;
+    const finished = run(
+      sandbox,
+      `trap '' TERM; (trap '' TERM; setsid sleep ${marker} &) ; sleep ${marker}`,
+      defaultLimits,
+      (p) => (job = p),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(liveProcessesWith(`sleep\0${marker}`).length).toBe(2);
     await job!.stop(1000);
     const result = await finished;
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(result.exitCode === null || result.exitCode !== 0).toBe(true);
-    const alive = tree.filter((pid) => existsSync(`/proc/${pid}`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')));
-    expect(alive).toEqual([]);
+    expect(liveProcessesWith(`sleep\0${marker}`)).toEqual([]);
   });
 
   it('lets a job that handles TERM exit cleanly within the grace period', async () => {
     let job: SandboxProcess | undefined;
-    const finished = run(sandbox, "trap 'echo got TERM; exit 3' TERM; while true; do sleep 0.1; done", defaultLimits, (p) => (job = p));
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    const ready = join(workspace, `trap-${Math.random().toString(36).slice(2)}`);
+    const finished = run(
+      sandbox,
+      `trap 'echo got TERM; exit 3' TERM; touch /workspace/${basename(ready)}; while true; do sleep 0.1; done`,
+      defaultLimits,
+      (p) => (job = p),
+    );
+    // TERM only once the handler is in place: a loaded host may take a while to start the job.
+    for (let i = 0; i < 200 && !existsSync(ready); i++) await new Promise((resolve) => setTimeout(resolve, 50));
     await job!.stop(5000);
     const result = await finished;
     expect(result.output).toContain('got TERM');
@@ -150,9 +219,10 @@ EOF`;
   });
 
   it.skipIf(noCgroups)('measures CPU time per job', async () => {
-    const result = await run(sandbox, '/usr/bin/python3 -c "import time\nt=time.time()\nwhile time.time()-t < 1.5: pass"');
+    // 1.5 s of the process's own CPU time, however busy the host is.
+    const result = await run(sandbox, '/usr/bin/python3 -c "import time\nwhile time.process_time() < 1.5: pass"');
     expect(result.measured).toBe(true);
-    expect(result.cpuSeconds).toBeGreaterThan(1.0);
+    expect(result.cpuSeconds).toBeGreaterThan(1.4);
     expect(result.cpuSeconds).toBeLessThan(3.0);
   });
 });

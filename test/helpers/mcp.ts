@@ -68,8 +68,8 @@ export async function waitScore(client: Client, submissionId: string, seconds = 
 }
 
 /** `a2rl serve` spoken to in raw JSON-RPC lines, for what a client library would hide (stdout, crashes). */
-export function rawServer(home: string) {
-  const child = spawn(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'serve', '--task', 'micro-gsm8k'], {
+export function rawServer(home: string, serverArgs: string[] = []) {
+  const child = spawn(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'serve', '--task', 'micro-gsm8k', ...serverArgs], {
     env: { ...process.env, A2RL_HOME: home },
   });
   let stdout = '';

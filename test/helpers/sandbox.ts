@@ -2,7 +2,15 @@ import { closeSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BubblewrapBackend } from '../../sandbox/bwrap.js';
-import type { ExitStatus, SandboxInstance, SandboxProcess, SandboxSpec } from '../../sandbox/sandbox.js';
+import { processStartTime } from '../../sandbox/process-tree.js';
+import type { ExitStatus, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from '../../sandbox/sandbox.js';
+
+/**
+ * Names this test process as a server would (pid-starttime) on the cgroups and containers
+ * its sandboxes create: a server starting meanwhile sweeps only what dead owners left, and
+ * sees this one alive.
+ */
+export const liveOwner = `${process.pid}-${processStartTime(process.pid)}`;
 
 export const defaultLimits = { cpus: 1, memoryBytes: 512 * 2 ** 20, pids: 64, gpus: [] as number[] };
 
@@ -10,16 +18,19 @@ export function tempDir(prefix: string): string {
   return mkdtempSync(join(tmpdir(), `a2rl-${prefix}-`));
 }
 
-/** A bubblewrap sandbox over a fresh workspace, as a run gets it. */
-export async function makeSandbox(extra: Partial<SandboxSpec> = {}): Promise<{ sandbox: SandboxInstance; workspace: string }> {
+/** A sandbox over a fresh workspace, as a run gets it (bubblewrap unless another backend is given). */
+export async function makeSandbox(
+  extra: Partial<SandboxSpec> = {},
+  backend: SandboxBackend = new BubblewrapBackend(liveOwner),
+): Promise<{ sandbox: SandboxInstance; workspace: string }> {
   const workspace = tempDir('ws');
-  const backend = new BubblewrapBackend(`test-${process.pid}`);
   const sandbox = await backend.create({
     name: 'test',
     mounts: [{ source: workspace, target: '/workspace', readOnly: false }, ...(extra.mounts ?? [])],
     hidden: extra.hidden ?? [],
     env: extra.env ?? {},
     workdir: '/workspace',
+    limits: extra.limits,
   });
   return { sandbox, workspace };
 }
