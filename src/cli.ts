@@ -162,7 +162,7 @@ program
     if (!options.http && !options.task && !options.run) {
       throw new A2rlError(
         'INVALID_INPUT',
-        'serve needs --task ID for a run over stdio, or --http to serve runs made with a2rl runs create.',
+        'serve needs --task ID for a run over stdio, --run ID for a run a2rl run made, or --http to serve runs made with a2rl runs create.',
       );
     }
     const log = createLogger();

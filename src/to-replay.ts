@@ -93,12 +93,15 @@ function addWait(line: ReplayLine, call: RecordedCall): void {
   }
 }
 
-/** `[path, id]` of every string under a key ending in `_id` (except the run's own id, which differs on every server). */
+/** Ids that are not placeholders: the run's (no tool takes it) and the task's (the same on every server). */
+const fixedIds = new Set(['run_id', 'task_id']);
+
+/** `[path, id]` of every string under a key ending in `_id` that a server assigns (jobs, submissions, …). */
 function returnedIds(value: unknown, path: string[] = []): Array<[string, string]> {
   if (value === null || typeof value !== 'object') return [];
   return Object.entries(value as Record<string, unknown>).flatMap(([key, item]) => {
     const here = [...path, key];
-    if (typeof item === 'string' && key.endsWith('_id') && key !== 'run_id') return [[here.join('.'), item] as [string, string]];
+    if (typeof item === 'string' && key.endsWith('_id') && !fixedIds.has(key)) return [[here.join('.'), item] as [string, string]];
     return returnedIds(item, here);
   });
 }

@@ -353,6 +353,48 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
     expect(elapsed).toBeLessThan(60);
   });
 
+  it("passes the operator's SIGTERM on to the agent's process group: TERM, then KILL after the grace", async () => {
+    const child = spawn(
+      process.execPath,
+      [cli, '--home', home, 'run', '--task', 'micro-gsm8k', '--json', '--agent', 'gemini-cli', '--grace', '2'],
+      {
+        env: { ...process.env, PATH: agentPath, STAND_IN_REPLAY: instructionsOnly, STAND_IN_IGNORE_TERM: '1' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk;
+    });
+    const closed = new Promise<number | null>((resolve) => child.once('close', resolve));
+    // Once the agent has played its replay, the operator stops the launcher.
+    const runId = await new Promise<string>((resolve) => {
+      const poll = setInterval(() => {
+        const id = /run (\S+) \[1\/1\]: gemini-cli started/.exec(stderr)?.[1];
+        const transcript = id ? join(runDir(id), 'agent', 'transcript.jsonl') : '';
+        if (id && existsSync(transcript) && readFileSync(transcript, 'utf8').includes('"type":"result"')) {
+          clearInterval(poll);
+          resolve(id);
+        }
+      }, 200);
+    });
+    const signalled = Date.now();
+    child.kill('SIGTERM');
+    expect(await closed).toBe(0);
+    const [launched] = JSON.parse(stdout) as Launched[];
+    expect(launched).toMatchObject({ run_id: runId, signal: 'SIGKILL', stopped_at_deadline: false, interrupted: true, killed: true });
+    expect(transcriptOf(runId)).toContainEqual({ type: 'signal', signal: 'SIGTERM', ignored: true });
+    withStore(home, (store) => {
+      const exited = store.listEvents(runId, 'agent').find((event) => event.name === 'exited')!;
+      expect(JSON.parse(exited.data)).toMatchObject({ interrupted: true, killed: true });
+      expect(exited.at - signalled).toBeGreaterThanOrEqual(2_000);
+      // Its server got the TERM too, and ended the run itself.
+      expect(store.getRun(runId)!.end_reason).toBe('the server received SIGTERM');
+    });
+  });
+
   it("runs any command as an agent, N independent runs K at once, with the agent's exit status", async () => {
     const results = await launch(['--agent', `command:${process.execPath} ${standIn}`, '--repeats', '2', '--parallel', '2'], {
       STAND_IN_REPLAY: instructionsOnly,
@@ -423,7 +465,7 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
   );
 });
 
-describe('replays', { timeout: 600_000 }, () => {
+describe('replays', { timeout: 30 * 60_000 }, () => {
   let server: ChildProcess | undefined;
   afterAll(() => void server?.kill('SIGTERM'));
 

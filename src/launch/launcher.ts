@@ -43,6 +43,7 @@ export interface LaunchedRun {
   exit_code: number | null;
   signal: string | null;
   stopped_at_deadline: boolean;
+  interrupted: boolean;
   killed: boolean;
   summary: RunSummary;
 }
@@ -160,12 +161,16 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch): P
     exit_code: outcome.exitCode,
     signal: outcome.signal,
     stopped_at_deadline: outcome.stoppedAtDeadline,
+    interrupted: outcome.interrupted,
     killed: outcome.killed,
     duration_ms: outcome.endedAt - outcome.startedAt,
   });
+  const killed = outcome.killed ? ' (killed after the grace)' : '';
   const how = outcome.stoppedAtDeadline
-    ? `stopped at the wall-clock deadline${outcome.killed ? ' (killed after the grace)' : ''}`
-    : `exited with ${outcome.signal ?? `code ${outcome.exitCode}`}`;
+    ? `stopped at the wall-clock deadline${killed}`
+    : outcome.interrupted
+      ? `stopped by the operator${killed}`
+      : `exited with ${outcome.signal ?? `code ${outcome.exitCode}`}`;
   endLeftRun(engine, row.id, `the agent ${how}`);
   await gradingDone(engine, row.id);
   const summary = summarizeRun(engine.store, row.id);
@@ -180,6 +185,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch): P
     exit_code: outcome.exitCode,
     signal: outcome.signal,
     stopped_at_deadline: outcome.stoppedAtDeadline,
+    interrupted: outcome.interrupted,
     killed: outcome.killed,
     summary,
   };

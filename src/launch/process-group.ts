@@ -21,6 +21,8 @@ export interface GroupOutcome {
   signal: NodeJS.Signals | null;
   /** The group was sent TERM at the deadline (and KILL after the grace, when anything was left). */
   stoppedAtDeadline: boolean;
+  /** The launcher was told to stop (SIGINT, SIGTERM) and passed it on: TERM, then KILL after the grace. */
+  interrupted: boolean;
   killed: boolean;
   startedAt: number;
   endedAt: number;
@@ -76,7 +78,12 @@ export async function runProcessGroup(spec: GroupCommand): Promise<GroupOutcome>
     throw new A2rlError('UNAVAILABLE', `Could not start ${spec.command}.`);
   }
   let stoppedAtDeadline = false;
+  let interrupted = false;
   let killed = false;
+  const killNow = () => {
+    killed = processGroupMembers(pgid).length > 0;
+    signalGroup(pgid, 'SIGKILL');
+  };
   const term = setTimeout(
     () => {
       stoppedAtDeadline = true;
@@ -84,20 +91,26 @@ export async function runProcessGroup(spec: GroupCommand): Promise<GroupOutcome>
     },
     Math.max(0, spec.deadline - Date.now()),
   );
-  const kill = setTimeout(
-    () => {
-      killed = processGroupMembers(pgid).length > 0;
-      signalGroup(pgid, 'SIGKILL');
-    },
-    Math.max(0, spec.deadline + spec.graceMs - Date.now()),
-  );
+  let kill = setTimeout(killNow, Math.max(0, spec.deadline + spec.graceMs - Date.now()));
+  // The agent runs in a group of its own, so the operator's Ctrl-C reaches it only through here.
+  const onInterrupt = () => {
+    interrupted = true;
+    clearTimeout(term);
+    clearTimeout(kill);
+    signalGroup(pgid, 'SIGTERM');
+    kill = setTimeout(killNow, spec.graceMs);
+  };
+  process.on('SIGINT', onInterrupt);
+  process.on('SIGTERM', onInterrupt);
   try {
     const { code, signal } = await exited;
     // What the agent left behind (its MCP server finishing grading) may run until the KILL.
     while (processGroupMembers(pgid).length > 0) await sleep(200);
-    return { pid: pgid, exitCode: code, signal, stoppedAtDeadline, killed, startedAt, endedAt: Date.now() };
+    return { pid: pgid, exitCode: code, signal, stoppedAtDeadline, interrupted, killed, startedAt, endedAt: Date.now() };
   } finally {
     clearTimeout(term);
     clearTimeout(kill);
+    process.off('SIGINT', onInterrupt);
+    process.off('SIGTERM', onInterrupt);
   }
 }
