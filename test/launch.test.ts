@@ -1,7 +1,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { tools } from '../tools/index.js';
 import { runAgentOf } from '../src/launch/record.js';
 import { packageRoot } from '../src/paths.js';
@@ -30,6 +30,23 @@ writeFileSync(
     { tool: 'write_file', arguments: { path: 'code/hello.py', content: "print('hello')" } },
     { tool: 'exec', arguments: { command: 'python3 code/hello.py' }, expect: [{ field: 'output', equals: 'hello\n' }] },
     { tool: 'budget_status', expect: [{ field: 'run_state', equals: 'active' }] },
+  ]
+    .map((step) => JSON.stringify(step))
+    .join('\n'),
+);
+/** A job and a wait on it: ids and waits for runs to-replay to turn into placeholders and until-conditions. */
+const jobReplay = join(work, 'job.jsonl');
+writeFileSync(
+  jobReplay,
+  [
+    { tool: 'write_file', arguments: { path: 'code/hello.py', content: "print('hello')" } },
+    { tool: 'run_training', arguments: { command: 'python3 code/hello.py' }, save: 'job' },
+    {
+      tool: 'job_status',
+      arguments: { job_id: '${job.job_id}', wait_seconds: 20 },
+      until: { field: 'jobs.0.state', in: ['succeeded', 'failed'] },
+      expect: [{ field: 'jobs.0.state', equals: 'succeeded' }],
+    },
   ]
     .map((step) => JSON.stringify(step))
     .join('\n'),
@@ -469,7 +486,7 @@ describe('replays', { timeout: 30 * 60_000 }, () => {
   let server: ChildProcess | undefined;
   afterAll(() => void server?.kill('SIGTERM'));
 
-  it('a2rl replay plays against a run of a remote server (--url, --token) and exits 1 when an expectation fails', async () => {
+  it('a2rl replay plays against a run of a remote server (--url, --token), replays what runs to-replay made of it, and exits 1 when an expectation fails', async () => {
     const remote = tempDir('replay-remote');
     server = spawn(process.execPath, [cli, '--home', remote, 'serve', '--http', '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
     const url = await new Promise<string>((resolve) => {
@@ -482,9 +499,36 @@ describe('replays', { timeout: 30 * 60_000 }, () => {
     });
     const created = await a2rl(['runs', 'create', '--task', 'micro-gsm8k', '--json'], {}, remote);
     const { token } = JSON.parse(created.stdout) as { token: string };
-    const passing = await a2rl(['replay', shortReplay, '--url', url, '--token', token], {}, remote);
+    const passing = await a2rl(['replay', jobReplay, '--url', url, '--token', token], {}, remote);
     expect(passing.code, passing.stderr).toBe(0);
-    expect(passing.stdout.trim().split('\n')).toHaveLength(4);
+    expect(
+      passing.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line).tool),
+    ).toEqual(['write_file', 'run_training', 'job_status']);
+
+    // That run, turned back into a replay, plays against another run of the server.
+    const recorded = withStore(remote, (store) => store.listRuns()[0]!.id);
+    const converted = await a2rl(['runs', 'to-replay', recorded], {}, remote);
+    expect(converted.code, converted.stderr).toBe(0);
+    const lines = converted.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, any>);
+    expect(lines.map((line) => line.tool)).toEqual(['write_file', 'run_training', 'job_status']);
+    expect(lines[1]!.save).toBe('run_training_2');
+    expect(lines[2]).toMatchObject({
+      arguments: { job_id: '${run_training_2.job_id}', wait_seconds: 20 },
+      until: { field: 'jobs.0.state', in: expect.arrayContaining(['succeeded', 'failed']) },
+      expect: [{ field: 'jobs.0.state', equals: 'succeeded' }],
+    });
+    const again = join(work, 'again.jsonl');
+    writeFileSync(again, converted.stdout);
+    const second = JSON.parse((await a2rl(['runs', 'create', '--task', 'micro-gsm8k', '--json'], {}, remote)).stdout) as { token: string };
+    const replayed = await a2rl(['replay', again, '--url', url, '--token', second.token], {}, remote);
+    expect(replayed.code, replayed.stderr).toBe(0);
+
     const failing = join(work, 'failing.jsonl');
     writeFileSync(failing, JSON.stringify({ tool: 'budget_status', expect: [{ field: 'run_state', equals: 'ended' }] }));
     const failed = await a2rl(['replay', failing, '--url', url], { A2RL_RUN_TOKEN: token }, remote);
@@ -530,5 +574,3 @@ describe('replays', { timeout: 30 * 60_000 }, () => {
     expect(again.baseline).toEqual(original.baseline);
   });
 });
-
-beforeAll(() => mkdirSync(work, { recursive: true }));
