@@ -454,6 +454,9 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
     const unknown = await a2rl(['run', '--agent', 'cursor', '--task', 'micro-gsm8k'], {}, lonely);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/Unknown agent "cursor".*claude-code, codex, gemini-cli, replay:FILE/);
+    const noReplay = await a2rl(['run', '--agent', `replay:${join(lonely, 'missing.jsonl')}`, '--task', 'micro-gsm8k'], {}, lonely);
+    expect(noReplay.code).toBe(1);
+    expect(noReplay.stderr).toContain(`No replay file at ${join(lonely, 'missing.jsonl')}`);
     // Refused before anything was opened: no store, no run.
     expect(existsSync(join(lonely, 'store.sqlite'))).toBe(false);
     expect(existsSync(join(lonely, 'runs'))).toBe(false);

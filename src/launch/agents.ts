@@ -1,7 +1,8 @@
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, existsSync } from 'node:fs';
 import { delimiter, join, resolve } from 'node:path';
 import { A2rlError } from '../errors.js';
 import { packageRoot } from '../paths.js';
+import { loadReplay } from '../replay.js';
 
 /** Name of the MCP server in every agent's configuration; Claude Code names its tools `mcp__a2rl__<tool>`. */
 export const serverName = 'a2rl';
@@ -225,6 +226,10 @@ function commonEnv(context: LaunchContext, config: string): Record<string, strin
 
 function replayAgent(file: string): AgentKind {
   const replay = resolve(file);
+  if (!existsSync(replay))
+    throw new A2rlError('NOT_FOUND', `No replay file at ${replay}; give replay:FILE a JSONL replay (see README, Replays).`);
+  // A replay that cannot be read is refused now, not after its run was made.
+  loadReplay(replay);
   return {
     name: 'replay',
     transcript: 'one line per replayed tool call',
