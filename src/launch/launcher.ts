@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import pLimit from 'p-limit';
 import { type BudgetLimits } from '../budget.js';
 import type { Engine } from '../engine.js';
-import { A2rlError } from '../errors.js';
+import { A2rlError, isA2rlError } from '../errors.js';
 import { packageRoot } from '../paths.js';
 import { eventRecorder } from '../recorder.js';
 import { summarizeRun, type RunSummary } from '../report.js';
@@ -154,7 +154,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch): P
     });
   } catch (error) {
     record('agent', 'failed', { error: (error as Error).message });
-    endLeftRun(engine, row.id, `the agent could not start: ${(error as Error).message}`);
+    await endLeftRun(engine, row.id, `the agent could not start: ${(error as Error).message}`);
     throw error;
   }
   record('agent', 'exited', {
@@ -171,7 +171,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch): P
     : outcome.interrupted
       ? `stopped by the operator${killed}`
       : `exited with ${outcome.signal ?? `code ${outcome.exitCode}`}`;
-  endLeftRun(engine, row.id, `the agent ${how}`);
+  await endLeftRun(engine, row.id, `the agent ${how}`);
   await gradingDone(engine, row.id);
   const summary = summarizeRun(engine.store, row.id);
   launch.onLine?.(
@@ -195,11 +195,23 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch): P
  * When the agent is gone the run is over. An HTTP run is revoked: its server stops its jobs
  * and finishes its grading. A stdio run's server is gone with the agent's process group
  * (clients stop their servers when they exit, grading or not): what it left is settled here.
+ * A server the agent started outside its process group gets two minutes to finish first.
  */
-function endLeftRun(engine: Engine, runId: string, reason: string): void {
-  if (!engine.isRemote(runId)) engine.settleAbandonedRun(runId, reason);
-  else if (engine.store.revokeRun(runId, reason, Date.now())) {
-    eventRecorder(engine.store, runId, engine.store.getRun(runId)!.created_at)('run', 'ended', { reason });
+async function endLeftRun(engine: Engine, runId: string, reason: string): Promise<void> {
+  if (engine.isRemote(runId)) {
+    if (engine.store.revokeRun(runId, reason, Date.now())) {
+      eventRecorder(engine.store, runId, engine.store.getRun(runId)!.created_at)('run', 'ended', { reason });
+    }
+    return;
+  }
+  for (let waited = 0; ; waited++) {
+    try {
+      engine.settleAbandonedRun(runId, reason);
+      return;
+    } catch (error) {
+      if (!isA2rlError(error, 'CONFLICT') || waited >= 120) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
   }
 }
 
