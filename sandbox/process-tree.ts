@@ -35,11 +35,30 @@ export function processTree(root: number): number[] {
   return tree;
 }
 
-/** Start time of a process in clock ticks since boot: with the pid, it names a process uniquely. */
+/** Whether `pid` is this process's parent, grandparent, and so on. */
+export function isAncestor(pid: number): boolean {
+  for (let current = process.ppid; current > 1;) {
+    if (current === pid) return true;
+    try {
+      const stat = readFileSync(`/proc/${current}/stat`, 'utf8');
+      current = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch {
+      return false;
+    }
+  }
+  return false;
+}
+
+/**
+ * Start time of a live process in clock ticks since boot: with the pid, it names a process
+ * uniquely. Undefined for a zombie: it has ended, and a parent that never reaps it (an
+ * init that does not) must not make it look alive.
+ */
 export function processStartTime(pid: number): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[0] === 'Z' ? undefined : Number(fields[19]);
   } catch {
     return undefined;
   }

@@ -1,24 +1,28 @@
 #!/usr/bin/env node
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { cpus } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { createBackend, type SandboxName, sandboxNames } from '../sandbox/backends.js';
 import { cgroupsUnavailableReason } from '../sandbox/cgroup.js';
 import { parseBudget } from './budget.js';
-import { connectStdio } from './client.js';
+import { connectFromMcpConfig, connectHttp, connectStdio } from './client.js';
 import { addReportCommands } from './cli-reports.js';
 import { formatSummaryTable, runDemo } from './demo.js';
 import { Engine, type JudgeConfig } from './engine.js';
 import { A2rlError, isA2rlError } from './errors.js';
 import { createLogger } from './logger.js';
 import { defaultHome } from './paths.js';
+import { agentKind, findExecutable, serverName } from './launch/agents.js';
+import { launchRuns } from './launch/launcher.js';
 import { loadReplay, playReplay } from './replay.js';
 import { serverVersion } from './server.js';
 import { parseGpuList } from './gpus.js';
 import { buildImage, type ImageName, imageNames } from './images.js';
 import { getTask, listTaskIds } from './tasks.js';
 import { Store } from './store.js';
+import { formatReplay, runToReplay } from './to-replay.js';
 import { issueRunToken, revokeRun } from './tokens.js';
 import { serveHttp } from './transports/http.js';
 import { serveStdio } from './transports/stdio.js';
@@ -98,6 +102,12 @@ function diskQuotaOption(value: string): number {
   return mib * 2 ** 20;
 }
 
+function wholeNumberOption(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('Give a whole number, at least 1.');
+  return n;
+}
+
 function portOption(value: string): number {
   const port = Number(value);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
@@ -109,6 +119,7 @@ interface ServeOptions extends JudgeOptions {
   sandbox: SandboxName;
   gpus?: number[];
   task?: string;
+  run?: string;
   budget?: string;
   label?: string;
   http?: boolean;
@@ -128,6 +139,7 @@ program
       'or with --http every run made by `a2rl runs create` over MCP Streamable HTTP and HTTP+SSE',
   )
   .option('--task <id>', 'stdio: task to run, e.g. micro-gsm8k', taskOption)
+  .option('--run <id>', 'stdio: serve a run that a2rl run prepared for the agent it started (instead of --task)')
   .option('--budget <spec>', 'stdio: limits over the task default, e.g. wall=30m,compute=20m,submissions=10,episodes=2000', budgetOption)
   .option('--label <name>', 'stdio: who is being benchmarked, e.g. claude-code-opus')
   .option('--http', 'serve runs over HTTP instead of one run over stdio')
@@ -178,10 +190,16 @@ program
         'serve --http serves the runs of the store: create each with a2rl runs create --task ID [--budget ...] [--label ...], and drop --task, --budget and --label here.',
       );
     }
-    if (!options.http && !options.task) {
+    if (options.run && (options.http || options.task || options.budget || options.label)) {
       throw new A2rlError(
         'INVALID_INPUT',
-        'serve needs --task ID for a run over stdio, or --http to serve runs made with a2rl runs create.',
+        'serve --run serves a run made by a2rl run over stdio, with the task, budget and label it was made with: drop --http, --task, --budget and --label.',
+      );
+    }
+    if (!options.http && !options.task && !options.run) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        'serve needs --task ID for a run over stdio, --run ID for a run a2rl run made, or --http to serve runs made with a2rl runs create.',
       );
     }
     const log = createLogger();
@@ -206,7 +224,15 @@ program
       });
       return;
     }
-    const run = await engine.createRun({ taskId: options.task!, budget: options.budget, label: options.label });
+    let run;
+    try {
+      run = options.run
+        ? await engine.serveLaunchedRun(options.run)
+        : await engine.createRun({ taskId: options.task!, budget: options.budget, label: options.label });
+    } catch (error) {
+      await engine.close();
+      throw error;
+    }
     log.addFile(join(run.dir, 'server.log'));
     log.logger.info({ run: run.id, dir: run.dir, judge: engine.grader.judge.id }, 'run ready');
     await serveStdio(engine, run);
@@ -279,6 +305,21 @@ runs
 
 addReportCommands(program, runs, home);
 
+runs
+  .command('to-replay <run-id>')
+  .description("turn a recorded run (any agent's tool calls) into a replay that a2rl replay plays against a fresh server")
+  .option('--out <file>', 'write the replay here instead of stdout')
+  .action((runId: string, options: { out?: string }) => {
+    const store = new Store(join(home(), 'store.sqlite'));
+    try {
+      const text = formatReplay(runToReplay(store, runId));
+      if (options.out) writeFileSync(options.out, text);
+      else process.stdout.write(text);
+    } finally {
+      store.close();
+    }
+  });
+
 /** What an operator pastes into a client to connect it to the run. */
 function clientSetup(runId: string, token: string, url: string): string {
   const sseUrl = url.replace(/\/mcp$/, '/sse');
@@ -315,31 +356,124 @@ program
 
 program
   .command('replay <file>')
-  .description('play a scripted replay (JSONL of tool calls) against a fresh run; exits 1 when an expectation fails')
-  .requiredOption('--task <id>', 'task to run', taskOption)
-  .option('--budget <spec>', 'limits over the task default', budgetOption)
-  .option('--label <name>', 'label of the run', 'replay')
-  .action(async (file: string, options: { task: string; budget?: string; label: string }) => {
-    const replay = loadReplay(file);
-    const { client } = await connectStdio({
-      task: options.task,
-      budget: options.budget,
-      label: options.label,
-      home: home(),
-      stderr: 'ignore',
-      clientName: 'a2rl-replay',
-    });
-    try {
-      await playReplay(client, replay, {
-        onResult: (outcome) =>
-          process.stdout.write(
-            `line ${outcome.step.line} ${outcome.step.tool}: ${outcome.isError ? 'error' : 'ok'} (${outcome.calls} call(s), ${outcome.durationMs} ms)\n`,
-          ),
-      });
-    } finally {
-      await client.close();
-    }
-  });
+  .description(
+    'play a scripted replay (JSONL of tool calls) through a real MCP client: against a fresh local run (--task), a run of a ' +
+      'remote server (--url, --token) or the server of an mcpServers file (--mcp-config); exits 1 when an expectation fails',
+  )
+  .option('--task <id>', 'play against a fresh local run of this task', taskOption)
+  .option('--budget <spec>', 'with --task: limits over the task default', budgetOption)
+  .option('--label <name>', 'with --task: label of the run', 'replay')
+  .option('--url <url>', 'play against a run of a2rl serve --http, e.g. http://127.0.0.1:8700/mcp (Streamable HTTP)')
+  .option('--token <token>', 'with --url: the run token (default: $A2RL_RUN_TOKEN)')
+  .option('--mcp-config <file>', 'play against the "a2rl" server of an mcpServers JSON file (what a2rl run writes)')
+  .action(
+    async (file: string, options: { task?: string; budget?: string; label: string; url?: string; token?: string; mcpConfig?: string }) => {
+      const replay = loadReplay(file);
+      const targets = [options.task, options.url, options.mcpConfig].filter((target) => target !== undefined);
+      if (targets.length !== 1) {
+        throw new A2rlError(
+          'INVALID_INPUT',
+          'replay plays against one server: give --task ID, or --url URL with --token, or --mcp-config FILE.',
+        );
+      }
+      const token = options.token ?? process.env.A2RL_RUN_TOKEN;
+      if (options.url && !token) {
+        throw new A2rlError('INVALID_INPUT', '--url needs the run token: --token TOKEN, or A2RL_RUN_TOKEN in the environment.');
+      }
+      const client = options.task
+        ? (
+            await connectStdio({
+              task: options.task,
+              budget: options.budget,
+              label: options.label,
+              home: home(),
+              stderr: 'ignore',
+              clientName: 'a2rl-replay',
+            })
+          ).client
+        : options.url
+          ? await connectHttp(options.url, token!, 'a2rl-replay')
+          : await connectFromMcpConfig(options.mcpConfig!, serverName, 'a2rl-replay');
+      try {
+        await playReplay(client, replay, {
+          onResult: (outcome) =>
+            process.stdout.write(
+              `${JSON.stringify({ line: outcome.step.line, tool: outcome.step.tool, ok: !outcome.isError, calls: outcome.calls, duration_ms: outcome.durationMs })}\n`,
+            ),
+        });
+      } finally {
+        await client.close();
+      }
+    },
+  );
+
+program
+  .command('run')
+  .description(
+    'benchmark an agent as it ships: create a run, give the agent an MCP configuration naming only this server and the ' +
+      "task prompt, start it in a fresh folder, stop it at the run's wall clock, record it with the run",
+  )
+  .requiredOption('--agent <agent>', "claude-code, codex, gemini-cli, replay:FILE or command:'…' (reads $A2RL_MCP_CONFIG, $A2RL_PROMPT)")
+  .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
+  .option('--model <name>', "the agent's driver model, passed to it (--model) and recorded")
+  .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m', budgetOption)
+  .option('--label <name>', 'label of the runs (default: the agent and model)')
+  .option('--repeats <n>', 'independent runs to make', wholeNumberOption, 1)
+  .option('--parallel <n>', `runs at once (at most the CPU count, ${cpus().length})`, wholeNumberOption, 1)
+  .addOption(
+    new Option('--transport <kind>', 'stdio: the agent starts the server; http: it connects to a loopback serve --http with the run token')
+      .choices(['stdio', 'http'])
+      .default('stdio'),
+  )
+  .option('--grace <seconds>', "between TERM at the wall-clock deadline and KILL of the agent's process group", idleSecondsOption, 15)
+  .option('--json', 'print the results as JSON')
+  .addOption(new Option('--judge <kind>', 'judge of judge-graded tasks').choices(['rubric', 'llm']).default('rubric'))
+  .option('--judge-url <url>', 'OpenAI-compatible base URL for --judge llm')
+  .option('--judge-model <name>', 'model name for --judge llm')
+  .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY')
+  .action(
+    async (
+      options: {
+        agent: string;
+        task: string;
+        model?: string;
+        budget?: string;
+        label?: string;
+        repeats: number;
+        parallel: number;
+        transport: 'stdio' | 'http';
+        grace: number;
+        json?: boolean;
+      } & JudgeOptions,
+    ) => {
+      const judgeArgs = ['--judge', options.judge, '--judge-key-env', options.judgeKeyEnv];
+      if (options.judgeUrl) judgeArgs.push('--judge-url', options.judgeUrl);
+      if (options.judgeModel) judgeArgs.push('--judge-model', options.judgeModel);
+      // A missing or unknown agent is refused before anything is opened or created.
+      findExecutable(agentKind(options.agent));
+      const engine = await Engine.open({ home: home(), judge: judgeConfig(options), recover: false, logger: createLogger().logger });
+      try {
+        const results = await launchRuns(engine, {
+          ...options,
+          graceSeconds: options.grace,
+          judgeArgs,
+          onLine: (line) => process.stderr.write(`a2rl run: ${line}\n`),
+        });
+        process.stdout.write(
+          options.json
+            ? `${JSON.stringify(results, null, 2)}\n`
+            : `${formatSummaryTable(results.map((r) => r.summary))}\n${results
+                .map(
+                  (r) =>
+                    `run ${r.run_id}: ${r.agent} ${r.agent_version ?? ''} exit ${r.signal ?? r.exit_code}${r.stopped_at_deadline ? ' (stopped at the deadline)' : ''}`,
+                )
+                .join('\n')}\n`,
+        );
+      } finally {
+        await engine.close();
+      }
+    },
+  );
 
 program
   .command('tasks')

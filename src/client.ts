@@ -1,7 +1,11 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import { z } from 'zod';
+import { A2rlError } from './errors.js';
 import { packageRoot } from './paths.js';
 import { serverVersion } from './server.js';
 
@@ -31,4 +35,42 @@ export async function connectStdio(options: StdioServerOptions): Promise<{ clien
   const client = new Client({ name: options.clientName ?? 'a2rl-client', version: serverVersion });
   await client.connect(transport);
   return { client, stderr: transport.stderr as Readable | null };
+}
+
+/** Connects an MCP client over Streamable HTTP to a run of `a2rl serve --http`, with its bearer token. */
+export async function connectHttp(url: string, token: string, clientName = 'a2rl-client'): Promise<Client> {
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } });
+  const client = new Client({ name: clientName, version: serverVersion });
+  await client.connect(transport);
+  return client;
+}
+
+const mcpConfigSchema = z.object({
+  mcpServers: z.record(
+    z.string(),
+    z.union([
+      z.object({ type: z.literal('stdio').optional(), command: z.string(), args: z.array(z.string()).default([]) }),
+      z.object({ type: z.literal('http'), url: z.string(), headers: z.record(z.string(), z.string()).default({}) }),
+    ]),
+  ),
+});
+
+/** Connects to the server named `name` in an `mcpServers` JSON file (Claude Code's format, which `a2rl run` writes). */
+export async function connectFromMcpConfig(file: string, name = 'a2rl', clientName = 'a2rl-client'): Promise<Client> {
+  let parsed;
+  try {
+    parsed = mcpConfigSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
+  } catch (error) {
+    throw new A2rlError('INVALID_INPUT', `${file} is not an mcpServers JSON file: ${(error as Error).message}`, { cause: error });
+  }
+  const server = parsed.mcpServers[name];
+  if (!server)
+    throw new A2rlError('INVALID_INPUT', `${file} names no MCP server "${name}" (it has: ${Object.keys(parsed.mcpServers).join(', ')}).`);
+  const transport =
+    server.type === 'http'
+      ? new StreamableHTTPClientTransport(new URL(server.url), { requestInit: { headers: server.headers } })
+      : new StdioClientTransport({ command: server.command, args: server.args, stderr: 'inherit' });
+  const client = new Client({ name: clientName, version: serverVersion });
+  await client.connect(transport);
+  return client;
 }

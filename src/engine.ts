@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createBackend, type SandboxName } from '../sandbox/backends.js';
 import { cgroupsUnavailableReason, JobCgroup } from '../sandbox/cgroup.js';
-import { processStartTime } from '../sandbox/process-tree.js';
+import { isAncestor, processStartTime } from '../sandbox/process-tree.js';
 import type { SandboxBackend } from '../sandbox/sandbox.js';
 import { type BudgetLimits, formatBudget, parseBudget } from './budget.js';
 import { renderInstructions } from './instructions.js';
@@ -253,34 +253,88 @@ export class Engine {
   private async adopt(id: string): Promise<Run> {
     const row = this.store.getRun(id);
     if (!row) throw new A2rlError('NOT_FOUND', `No run "${id}" in this server's store; create one with a2rl runs create.`);
-    const version = this.grader.version(getTask(row.task_id));
-    if (row.grader_version !== version) {
-      throw new A2rlError(
-        'CONFLICT',
-        `Run ${id} is graded by ${row.grader_version}, this server by ${version}; serve it with the judge it was created with.`,
-      );
-    }
+    this.checkGraderVersion(row);
     if (row.owner !== this.owner && (ownerAlive(row.owner) || !this.store.claimRun(id, row.owner, this.owner))) {
       throw new A2rlError(
         'CONFLICT',
         `Run ${id} is served by another a2rl process (pid ${row.owner.split('-')[0]}); connect to that server, or stop it first.`,
       );
     }
-    await this.markJobsOfStoppedServersLost(id);
+    const run = await this.serveTakenOver(row, 'adopted');
+    this.logger.info({ run: id }, 'run adopted');
+    return run;
+  }
+
+  private checkGraderVersion(row: RunRow): void {
+    const version = this.grader.version(getTask(row.task_id));
+    if (row.grader_version !== version) {
+      throw new A2rlError(
+        'CONFLICT',
+        `Run ${row.id} is graded by ${row.grader_version}, this server by ${version}; serve it with the judge it was created with.`,
+      );
+    }
+  }
+
+  /** Serves a run this process has just claimed from `row.owner`; unfinished gradings are graded again here. */
+  private async serveTakenOver(row: RunRow, event: string): Promise<Run> {
+    await this.markJobsOfStoppedServersLost(row.id);
     let run: Run;
     try {
-      run = await this.serveRun(this.store.getRun(id)!);
+      run = await this.serveRun(this.store.getRun(row.id)!);
     } catch (error) {
-      // Hand the run back, so that a later try (here or in another server) adopts it.
-      this.store.claimRun(id, this.owner, row.owner);
+      // Hand the run back, so that a later try (here or in another server) takes it.
+      this.store.claimRun(row.id, this.owner, row.owner);
       throw error;
     }
-    run.record('run', 'adopted', { owner: this.owner });
+    run.record('run', event, { owner: this.owner });
+    for (const submission of this.store.listUnfinishedSubmissions()) {
+      if (submission.run_id === row.id) this.regrade(row, submission);
+    }
+    return run;
+  }
+
+  /**
+   * Serves over stdio a run that `a2rl run` prepared for the agent it launched. The
+   * launcher holds the run (so no other process ends it meanwhile) until the agent's MCP
+   * server, a descendant of the launcher, takes it over here.
+   */
+  async serveLaunchedRun(id: string): Promise<Run> {
+    const row = this.store.getRun(id);
+    if (!row) throw new A2rlError('NOT_FOUND', `No run "${id}" in ${this.home}; a2rl run creates runs and starts their agents.`);
+    if (this.isRemote(id)) {
+      throw new A2rlError('INVALID_INPUT', `Run ${id} is served over HTTP: connect to a2rl serve --http with its token instead.`);
+    }
+    if (row.state === 'ended') throw new A2rlError('RUN_ENDED', `Run ${id} has ended (${row.end_reason}); a2rl run starts a new one.`);
+    this.checkGraderVersion(row);
+    const [ownerPid] = row.owner.split('-').map(Number);
+    if (ownerAlive(row.owner) && !isAncestor(ownerPid!)) {
+      throw new A2rlError(
+        'CONFLICT',
+        `Run ${id} is held by another a2rl process (pid ${ownerPid}); only the agent that a2rl run started for it can serve it.`,
+      );
+    }
+    if (!this.store.claimRun(id, row.owner, this.owner)) throw new A2rlError('CONFLICT', `Run ${id} was just taken by another process.`);
+    return this.serveTakenOver(row, 'served');
+  }
+
+  /**
+   * Settles a run whose agent and server are gone (a launched agent exited, or was killed
+   * with its server): the run ends, jobs of stopped servers end as lost, and unfinished
+   * gradings, the baseline's too, are graded here; `grader.drain()` waits for them.
+   */
+  settleAbandonedRun(id: string, reason: string): void {
+    const row = this.store.getRun(id);
+    if (!row) throw new A2rlError('NOT_FOUND', `No run "${id}" in ${this.home}.`);
+    if (row.owner !== this.owner && ownerAlive(row.owner)) {
+      throw new A2rlError('CONFLICT', `Run ${id} is still served by pid ${row.owner.split('-')[0]}; stop that process first.`);
+    }
+    const record = eventRecorder(this.store, id, row.created_at);
+    this.markJobsOfStoppedServersLost(id);
+    if (this.store.endRun(id, reason, Date.now())) record('run', 'ended', { reason });
     for (const submission of this.store.listUnfinishedSubmissions()) {
       if (submission.run_id === id) this.regrade(row, submission);
     }
-    this.logger.info({ run: id }, 'run adopted');
-    return run;
+    void this.gradeBaseline({ id, dir: row.dir, task: getTask(row.task_id), record }).catch(() => undefined);
   }
 
   /** Leaves a run this process prepared to whichever HTTP server uses its token first. */
@@ -302,7 +356,7 @@ export class Engine {
   }
 
   /** The untouched base model's grade, computed once per (task, model, grader version). */
-  gradeBaseline(run: Run) {
+  gradeBaseline(run: Pick<Run, 'id' | 'dir' | 'task' | 'record'>) {
     return this.grader.grade({
       task: run.task,
       contentHash: run.task.baseModelHash,

@@ -7,6 +7,12 @@ import type { Task } from './tasks.js';
  * run's numbers filled in, then the rules every task shares.
  */
 export function renderInstructions(task: Task, limits: BudgetLimits, label: string | undefined, judgeId: string): string {
+  const taskText = fillTaskPlaceholders(readFileSync(task.paths.instructions, 'utf8'), task, limits, label, judgeId);
+  return `${taskText.trimEnd()}\n\n${sharedRules(task, limits)}`;
+}
+
+/** Fills a task text's `{{name}}` placeholders with the run's numbers. */
+export function fillTaskPlaceholders(text: string, task: Task, limits: BudgetLimits, label: string | undefined, judgeId: string): string {
   const values: Record<string, string> = {
     task_id: task.id,
     task_title: task.title,
@@ -20,8 +26,7 @@ export function renderInstructions(task: Task, limits: BudgetLimits, label: stri
     label: label ?? 'unlabelled',
     judge: judgeId,
   };
-  const taskText = readFileSync(task.paths.instructions, 'utf8').replace(/\{\{(\w+)\}\}/g, (whole, key: string) => values[key] ?? whole);
-  return `${taskText.trimEnd()}\n\n${sharedRules(task, limits)}`;
+  return text.replace(/\{\{(\w+)\}\}/g, (whole, key: string) => values[key] ?? whole);
 }
 
 function sharedRules(task: Task, limits: BudgetLimits): string {

@@ -1,0 +1,580 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { tools } from '../tools/index.js';
+import { runAgentOf } from '../src/launch/record.js';
+import { packageRoot } from '../src/paths.js';
+import { summarizeRun } from '../src/report.js';
+import { Store } from '../src/store.js';
+import { getTask } from '../src/tasks.js';
+import { tempDir } from './helpers/sandbox.js';
+
+const cli = join(packageRoot, 'dist', 'src', 'cli.js');
+const standIn = join(packageRoot, 'test', 'fixtures', 'stand-in-agent.mjs');
+const toolNames = tools.map((tool) => tool.name).sort();
+
+/** `claude`, `codex` and `gemini` on a PATH of their own, all the stand-in agent. */
+const bin = tempDir('agents-bin');
+for (const name of ['claude', 'codex', 'gemini']) symlinkSync(standIn, join(bin, name));
+const agentPath = `${bin}${delimiter}${process.env.PATH}`;
+
+/** One home for the stand-in runs, so the base model's baseline is graded once. */
+const home = tempDir('launch');
+const work = tempDir('launch-files');
+const shortReplay = join(work, 'short.jsonl');
+writeFileSync(
+  shortReplay,
+  [
+    { tool: 'read_instructions' },
+    { tool: 'write_file', arguments: { path: 'code/hello.py', content: "print('hello')" } },
+    { tool: 'exec', arguments: { command: 'python3 code/hello.py' }, expect: [{ field: 'output', equals: 'hello\n' }] },
+    { tool: 'budget_status', expect: [{ field: 'run_state', equals: 'active' }] },
+  ]
+    .map((step) => JSON.stringify(step))
+    .join('\n'),
+);
+/** A job and a wait on it: ids and waits for runs to-replay to turn into placeholders and until-conditions. */
+const jobReplay = join(work, 'job.jsonl');
+writeFileSync(
+  jobReplay,
+  [
+    { tool: 'write_file', arguments: { path: 'code/hello.py', content: "print('hello')" } },
+    { tool: 'run_training', arguments: { command: 'python3 code/hello.py' }, save: 'job' },
+    {
+      tool: 'job_status',
+      arguments: { job_id: '${job.job_id}', wait_seconds: 20 },
+      until: { field: 'jobs.0.state', in: ['succeeded', 'failed'] },
+      expect: [{ field: 'jobs.0.state', equals: 'succeeded' }],
+    },
+  ]
+    .map((step) => JSON.stringify(step))
+    .join('\n'),
+);
+const instructionsOnly = join(work, 'instructions.jsonl');
+writeFileSync(instructionsOnly, JSON.stringify({ tool: 'read_instructions' }));
+
+interface Exit {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function a2rl(args: string[], env: Record<string, string> = {}, homeDir = home): Promise<Exit> {
+  const child = spawn(process.execPath, [cli, '--home', homeDir, ...args], {
+    env: { ...process.env, PATH: agentPath, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+interface Launched {
+  run_id: string;
+  agent: string;
+  agent_version: string | null;
+  driver_model: string | null;
+  exit_code: number | null;
+  signal: string | null;
+  stopped_at_deadline: boolean;
+  killed: boolean;
+}
+
+async function launch(args: string[], env: Record<string, string>, homeDir = home): Promise<Launched[]> {
+  const result = await a2rl(['run', '--task', 'micro-gsm8k', '--json', ...args], env, homeDir);
+  expect(result.code, result.stderr).toBe(0);
+  return JSON.parse(result.stdout) as Launched[];
+}
+
+function withStore<T>(homeDir: string, use: (store: Store) => T): T {
+  const store = new Store(join(homeDir, 'store.sqlite'));
+  try {
+    return use(store);
+  } finally {
+    store.close();
+  }
+}
+
+const runDir = (runId: string, homeDir = home) => join(homeDir, 'runs', runId);
+const standInSeen = (runId: string) =>
+  JSON.parse(readFileSync(join(runDir(runId), 'agent', 'work', 'stand-in.json'), 'utf8')) as {
+    name: string;
+    argv: string[];
+    cwd: string;
+    pid: number;
+    env: Record<string, string | null>;
+  };
+const transcriptOf = (runId: string) =>
+  readFileSync(join(runDir(runId), 'agent', 'transcript.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Record<string, any>);
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+  } catch {
+    return false;
+  }
+};
+
+const claudeBuiltins =
+  'Bash,BashOutput,KillShell,Edit,MultiEdit,Write,Read,Glob,Grep,LS,NotebookEdit,NotebookRead,WebFetch,WebSearch,Task,TodoWrite,SlashCommand,Skill';
+const geminiBuiltins = [
+  'run_shell_command',
+  'write_file',
+  'replace',
+  'read_file',
+  'read_many_files',
+  'list_directory',
+  'glob',
+  'search_file_content',
+  'web_fetch',
+  'google_web_search',
+  'save_memory',
+  'write_todos',
+];
+
+/** The command line each agent must get: everything but the prompt and the config paths is spelled out here. */
+function expectedArgv(agent: string, runId: string, prompt: string, server: Record<string, unknown>): string[] {
+  const agentDir = join(runDir(runId), 'agent');
+  if (agent === 'claude-code') {
+    return [
+      '-p',
+      prompt,
+      '--output-format',
+      'stream-json',
+      '--verbose',
+      '--strict-mcp-config',
+      '--mcp-config',
+      join(agentDir, 'mcp.json'),
+      '--tools',
+      '',
+      '--allowedTools',
+      'mcp__a2rl__*',
+      '--disallowedTools',
+      claudeBuiltins,
+      '--model',
+      'm1',
+    ];
+  }
+  if (agent === 'codex') {
+    const toml = (value: unknown): string =>
+      Array.isArray(value)
+        ? `[${value.map(toml).join(',')}]`
+        : value !== null && typeof value === 'object'
+          ? `{${Object.entries(value)
+              .map(([k, v]) => `${k}=${toml(v)}`)
+              .join(',')}}`
+          : JSON.stringify(value);
+    return [
+      'exec',
+      '--json',
+      '--skip-git-repo-check',
+      '--sandbox',
+      'read-only',
+      '-c',
+      `mcp_servers=${toml({ a2rl: server })}`,
+      '-c',
+      'features.shell_tool=false',
+      '-c',
+      'features.unified_exec=false',
+      '-c',
+      'include_apply_patch_tool=false',
+      '-c',
+      'tools.web_search=false',
+      '-c',
+      'tools.view_image=false',
+      '-c',
+      'approval_policy="never"',
+      '--model',
+      'm1',
+      prompt,
+    ];
+  }
+  return ['-p', prompt, '--output-format', 'stream-json', '--approval-mode', 'yolo', '--allowed-mcp-server-names', 'a2rl', '--model', 'm1'];
+}
+
+const stdioServer = (runId: string) => ({
+  command: process.execPath,
+  args: [cli, '--home', home, 'serve', '--run', runId, '--judge', 'rubric', '--judge-key-env', 'A2RL_JUDGE_API_KEY'],
+});
+
+describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
+  const prompts = new Map<string, string>();
+
+  it.each([
+    ['claude-code', 'claude'],
+    ['codex', 'codex'],
+    ['gemini-cli', 'gemini'],
+  ])(
+    '%s over stdio: exact command line, MCP configuration naming only this server, built-in tools off, transcript and metadata recorded',
+    async (agent, executable) => {
+      const [launched] = await launch(['--agent', agent, '--model', 'm1', '--budget', 'wall=3m'], { STAND_IN_REPLAY: shortReplay });
+      const runId = launched!.run_id;
+      expect(launched).toMatchObject({
+        agent,
+        agent_version: `${executable} stand-in 9.9.9`,
+        driver_model: 'm1',
+        exit_code: 0,
+        signal: null,
+      });
+      expect(launched!.stopped_at_deadline).toBe(false);
+
+      const agentDir = join(runDir(runId), 'agent');
+      const prompt = readFileSync(join(agentDir, 'prompt.md'), 'utf8');
+      prompts.set(agent, prompt);
+      const seen = standInSeen(runId);
+      // A fresh, empty working folder of its own.
+      expect(seen.cwd).toBe(join(agentDir, 'work'));
+      expect(readdirSync(seen.cwd)).toEqual(['stand-in.json']);
+      expect(seen.argv).toEqual(
+        expectedArgv(agent, runId, prompt, { ...stdioServer(runId), startup_timeout_sec: 60, tool_timeout_sec: 120 }),
+      );
+
+      if (agent === 'claude-code') {
+        expect(JSON.parse(readFileSync(join(agentDir, 'mcp.json'), 'utf8'))).toEqual({
+          mcpServers: { a2rl: { type: 'stdio', ...stdioServer(runId) } },
+        });
+      }
+      if (agent === 'gemini-cli') {
+        expect(seen.env.GEMINI_CLI_SYSTEM_SETTINGS_PATH).toBe(join(agentDir, 'gemini-settings.json'));
+        expect(JSON.parse(readFileSync(join(agentDir, 'gemini-settings.json'), 'utf8'))).toEqual({
+          mcpServers: { a2rl: { ...stdioServer(runId), trust: true, timeout: 120_000 } },
+          mcp: { allowed: ['a2rl'] },
+          tools: { exclude: geminiBuiltins },
+        });
+      }
+
+      // The agent's own transcript (its stdout), kept with the run.
+      const transcript = transcriptOf(runId);
+      expect(transcript[0]).toMatchObject({ type: 'init', agent: executable, transport: 'stdio' });
+      expect([...transcript[0]!.tools].sort()).toEqual(toolNames);
+      expect(transcript.filter((event) => event.type === 'tool_result').map((event) => event.name)).toEqual([
+        'read_instructions',
+        'write_file',
+        'exec',
+        'budget_status',
+      ]);
+      expect(transcript.at(-1)).toEqual({ type: 'result', ok: true });
+      // Its MCP server went with it.
+      expect(alive(transcript[0]!.server_pid)).toBe(false);
+
+      withStore(home, (store) => {
+        expect(runAgentOf(store, runId)).toMatchObject({
+          agent,
+          agent_version: `${executable} stand-in 9.9.9`,
+          driver_model: 'm1',
+          repeat: 1,
+          exit_code: 0,
+          signal: null,
+          stopped_at_deadline: false,
+          transcript: join(agentDir, 'transcript.jsonl'),
+        });
+        const run = store.getRun(runId)!;
+        expect(run.state).toBe('ended');
+        expect(run.label).toBe(`${agent}/m1`);
+        expect(run).toMatchObject({ agent, agent_version: `${executable} stand-in 9.9.9`, driver_model: 'm1' });
+        const session = store.listEvents(runId, 'session')[0]!;
+        expect(JSON.parse(session.data).client.name).toBe(`${executable}-stand-in`);
+        expect(store.listEvents(runId, 'tool').map((event) => event.name)).toEqual([
+          'read_instructions',
+          'write_file',
+          'exec',
+          'budget_status',
+        ]);
+        // No job or grading is left running once a2rl run returns.
+        expect(store.listJobs(runId).filter((job) => job.state === 'running')).toEqual([]);
+      });
+    },
+  );
+
+  it('gives every agent the same task prompt, made from the task instructions', () => {
+    expect(prompts.size).toBe(3);
+    const [first, ...others] = [...prompts.values()];
+    for (const other of others) expect(other).toBe(first);
+    expect(first).toContain('Micro GSM8K: arithmetic word problems');
+    expect(first).toContain('A tiny base model writes answers to arithmetic');
+    expect(first).toContain('read_instructions');
+    expect(first).not.toMatch(/\{\{|claude|codex|gemini/i);
+  });
+
+  it.each([
+    ['codex', 'codex'],
+    ['gemini-cli', 'gemini'],
+  ])('%s over HTTP: the run token reaches the agent outside its command line and opens the run', async (agent, executable) => {
+    const [launched] = await launch(['--agent', agent, '--transport', 'http', '--model', 'm1', '--budget', 'wall=3m'], {
+      STAND_IN_REPLAY: shortReplay,
+    });
+    const runId = launched!.run_id;
+    expect(launched!.exit_code).toBe(0);
+    const seen = standInSeen(runId);
+    const transcript = transcriptOf(runId);
+    expect(transcript[0]).toMatchObject({ type: 'init', agent: executable, transport: 'http' });
+    expect(transcript.at(-1)).toEqual({ type: 'result', ok: true });
+    const agentDir = join(runDir(runId), 'agent');
+    let url: string;
+    if (agent === 'codex') {
+      const token = seen.env.A2RL_RUN_TOKEN!;
+      expect(token).toMatch(/^[\w-]{43}$/);
+      expect(seen.argv.join(' ')).not.toContain(token);
+      const override = seen.argv.find((arg) => arg.startsWith('mcp_servers='))!;
+      url = /url="([^"]+)"/.exec(override)![1]!;
+      expect(seen.argv).toEqual(
+        expectedArgv(agent, runId, readFileSync(join(agentDir, 'prompt.md'), 'utf8'), {
+          url,
+          bearer_token_env_var: 'A2RL_RUN_TOKEN',
+          startup_timeout_sec: 60,
+          tool_timeout_sec: 120,
+        }),
+      );
+    } else {
+      const settings = JSON.parse(readFileSync(join(agentDir, 'gemini-settings.json'), 'utf8'));
+      url = settings.mcpServers.a2rl.httpUrl;
+      expect(settings.mcpServers.a2rl.headers.Authorization).toMatch(/^Bearer [\w-]{43}$/);
+      expect(settings.tools.exclude).toEqual(geminiBuiltins);
+    }
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    withStore(home, (store) => {
+      expect(store.getRunToken(runId)!.revoked_at).not.toBeNull();
+      expect(store.getRun(runId)!.state).toBe('ended');
+      expect(store.listEvents(runId, 'tool')).toHaveLength(4);
+    });
+  });
+
+  it('stops an agent that ignores TERM at the wall clock plus the grace: TERM, then KILL, whole process group', async () => {
+    const started = Date.now();
+    const [launched] = await launch(['--agent', 'claude-code', '--budget', 'wall=25s', '--grace', '3'], {
+      STAND_IN_REPLAY: instructionsOnly,
+      STAND_IN_IGNORE_TERM: '1',
+    });
+    const elapsed = (Date.now() - started) / 1000;
+    const runId = launched!.run_id;
+    expect(launched).toMatchObject({ exit_code: null, signal: 'SIGKILL', stopped_at_deadline: true, killed: true });
+    const transcript = transcriptOf(runId);
+    // It got TERM first, and ignored it.
+    expect(transcript).toContainEqual({ type: 'signal', signal: 'SIGTERM', ignored: true });
+    expect(alive(standInSeen(runId).pid)).toBe(false);
+    expect(alive(transcript[0]!.server_pid)).toBe(false);
+    withStore(home, (store) => {
+      const run = store.getRun(runId)!;
+      const created = run.created_at;
+      const exited = store.listEvents(runId, 'agent').find((event) => event.name === 'exited')!;
+      // KILL came 25 s + 3 s after the run was created; not before, and not much later.
+      expect(exited.at - created).toBeGreaterThanOrEqual(28_000);
+      expect(exited.at - created).toBeLessThan(35_000);
+      expect(run.state).toBe('ended');
+    });
+    expect(elapsed).toBeLessThan(60);
+  });
+
+  it("passes the operator's SIGTERM on to the agent's process group: TERM, then KILL after the grace", async () => {
+    const child = spawn(
+      process.execPath,
+      [cli, '--home', home, 'run', '--task', 'micro-gsm8k', '--json', '--agent', 'gemini-cli', '--grace', '2'],
+      {
+        env: { ...process.env, PATH: agentPath, STAND_IN_REPLAY: instructionsOnly, STAND_IN_IGNORE_TERM: '1' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk;
+    });
+    const closed = new Promise<number | null>((resolve) => child.once('close', resolve));
+    // Once the agent has played its replay, the operator stops the launcher.
+    const runId = await new Promise<string>((resolve) => {
+      const poll = setInterval(() => {
+        const id = /run (\S+) \[1\/1\]: gemini-cli started/.exec(stderr)?.[1];
+        const transcript = id ? join(runDir(id), 'agent', 'transcript.jsonl') : '';
+        if (id && existsSync(transcript) && readFileSync(transcript, 'utf8').includes('"type":"result"')) {
+          clearInterval(poll);
+          resolve(id);
+        }
+      }, 200);
+    });
+    const signalled = Date.now();
+    child.kill('SIGTERM');
+    expect(await closed).toBe(0);
+    const [launched] = JSON.parse(stdout) as Launched[];
+    expect(launched).toMatchObject({ run_id: runId, signal: 'SIGKILL', stopped_at_deadline: false, interrupted: true, killed: true });
+    expect(transcriptOf(runId)).toContainEqual({ type: 'signal', signal: 'SIGTERM', ignored: true });
+    withStore(home, (store) => {
+      const exited = store.listEvents(runId, 'agent').find((event) => event.name === 'exited')!;
+      expect(JSON.parse(exited.data)).toMatchObject({ interrupted: true, killed: true });
+      expect(exited.at - signalled).toBeGreaterThanOrEqual(2_000);
+      // Its server got the TERM too, and ended the run itself.
+      expect(store.getRun(runId)!.end_reason).toBe('the server received SIGTERM');
+    });
+  });
+
+  it("runs any command as an agent, N independent runs K at once, with the agent's exit status", async () => {
+    const results = await launch(['--agent', `command:${process.execPath} ${standIn}`, '--repeats', '2', '--parallel', '2'], {
+      STAND_IN_REPLAY: instructionsOnly,
+      STAND_IN_EXIT_CODE: '3',
+    });
+    expect(results).toHaveLength(2);
+    expect(new Set(results.map((r) => r.run_id)).size).toBe(2);
+    for (const result of results) {
+      expect(result).toMatchObject({ agent: 'command', agent_version: null, exit_code: 3 });
+      const seen = standInSeen(result.run_id);
+      const agentDir = join(runDir(result.run_id), 'agent');
+      expect(seen.env.A2RL_MCP_CONFIG).toBe(join(agentDir, 'mcp.json'));
+      expect(seen.env.A2RL_PROMPT).toBe(readFileSync(join(agentDir, 'prompt.md'), 'utf8'));
+    }
+    withStore(home, (store) => {
+      const agents = results.map((result) => runAgentOf(store, result.run_id)!);
+      expect(agents[0]!.batch).toBe(agents[1]!.batch);
+      expect(agents.map((a) => a.repeat).sort()).toEqual([1, 2]);
+      // Both ran at once.
+      const spans = results.map((result) => {
+        const events = store.listEvents(result.run_id, 'agent');
+        return [events.find((e) => e.name === 'launched')!.at, events.find((e) => e.name === 'exited')!.at];
+      });
+      expect(spans[0]![0]!).toBeLessThan(spans[1]![1]!);
+      expect(spans[1]![0]!).toBeLessThan(spans[0]![1]!);
+    });
+  });
+
+  it('refuses an agent that is not installed, naming its npm package, and creates no run', async () => {
+    const lonely = tempDir('launch-lonely');
+    for (const [agent, pkg] of [
+      ['claude-code', '@anthropic-ai/claude-code'],
+      ['codex', '@openai/codex'],
+      ['gemini-cli', '@google/gemini-cli'],
+    ]) {
+      const result = await a2rl(['run', '--agent', agent!, '--task', 'micro-gsm8k'], { PATH: '/usr/bin:/bin' }, lonely);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(`npm install -g ${pkg}`);
+    }
+    const unknown = await a2rl(['run', '--agent', 'cursor', '--task', 'micro-gsm8k'], {}, lonely);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/Unknown agent "cursor".*claude-code, codex, gemini-cli, replay:FILE/);
+    const noReplay = await a2rl(['run', '--agent', `replay:${join(lonely, 'missing.jsonl')}`, '--task', 'micro-gsm8k'], {}, lonely);
+    expect(noReplay.code).toBe(1);
+    expect(noReplay.stderr).toContain(`No replay file at ${join(lonely, 'missing.jsonl')}`);
+    // Refused before anything was opened: no store, no run.
+    expect(existsSync(join(lonely, 'store.sqlite'))).toBe(false);
+    expect(existsSync(join(lonely, 'runs'))).toBe(false);
+  });
+
+  const realClaude = (() => {
+    try {
+      return execFileSync('sh', ['-c', 'command -v claude'], { encoding: 'utf8' }).trim();
+    } catch {
+      return '';
+    }
+  })();
+  it.skipIf(!realClaude)(
+    `the real Claude Code registers this server and connects to it${realClaude ? '' : ' (skipped: @anthropic-ai/claude-code is not installed; npm install -g @anthropic-ai/claude-code to run it)'}`,
+    () => {
+      const project = tempDir('claude-project');
+      const config = {
+        mcpServers: {
+          a2rl: { command: process.execPath, args: [cli, '--home', tempDir('claude-home'), 'serve', '--task', 'micro-gsm8k'] },
+        },
+      };
+      writeFileSync(join(project, '.mcp.json'), JSON.stringify(config));
+      const listed = execFileSync(realClaude, ['mcp', 'list'], { cwd: project, encoding: 'utf8', timeout: 120_000 });
+      expect(listed).toMatch(/a2rl.*Connected/);
+    },
+  );
+});
+
+describe('replays', { timeout: 30 * 60_000 }, () => {
+  let server: ChildProcess | undefined;
+  afterAll(() => void server?.kill('SIGTERM'));
+
+  it('a2rl replay plays against a run of a remote server (--url, --token), replays what runs to-replay made of it, and exits 1 when an expectation fails', async () => {
+    const remote = tempDir('replay-remote');
+    server = spawn(process.execPath, [cli, '--home', remote, 'serve', '--http', '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const url = await new Promise<string>((resolve) => {
+      let stderr = '';
+      server!.stderr!.on('data', (chunk: Buffer) => {
+        stderr += chunk;
+        const match = /listening on (http:\/\/\S+)/.exec(stderr);
+        if (match) resolve(`${match[1]}/mcp`);
+      });
+    });
+    const created = await a2rl(['runs', 'create', '--task', 'micro-gsm8k', '--json'], {}, remote);
+    const { token } = JSON.parse(created.stdout) as { token: string };
+    const passing = await a2rl(['replay', jobReplay, '--url', url, '--token', token], {}, remote);
+    expect(passing.code, passing.stderr).toBe(0);
+    expect(
+      passing.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line).tool),
+    ).toEqual(['write_file', 'run_training', 'job_status']);
+
+    // That run, turned back into a replay, plays against another run of the server.
+    const recorded = withStore(remote, (store) => store.listRuns()[0]!.id);
+    const converted = await a2rl(['runs', 'to-replay', recorded], {}, remote);
+    expect(converted.code, converted.stderr).toBe(0);
+    const lines = converted.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, any>);
+    expect(lines.map((line) => line.tool)).toEqual(['write_file', 'run_training', 'job_status']);
+    expect(lines[1]!.save).toBe('run_training_2');
+    expect(lines[2]).toMatchObject({
+      arguments: { job_id: '${run_training_2.job_id}', wait_seconds: 20 },
+      until: { field: 'jobs.0.state', in: expect.arrayContaining(['succeeded', 'failed']) },
+      expect: [{ field: 'jobs.0.state', equals: 'succeeded' }],
+    });
+    const again = join(work, 'again.jsonl');
+    writeFileSync(again, converted.stdout);
+    const second = JSON.parse((await a2rl(['runs', 'create', '--task', 'micro-gsm8k', '--json'], {}, remote)).stdout) as { token: string };
+    const replayed = await a2rl(['replay', again, '--url', url, '--token', second.token], {}, remote);
+    expect(replayed.code, replayed.stderr).toBe(0);
+
+    const failing = join(work, 'failing.jsonl');
+    writeFileSync(failing, JSON.stringify({ tool: 'budget_status', expect: [{ field: 'run_state', equals: 'ended' }] }));
+    const failed = await a2rl(['replay', failing, '--url', url], { A2RL_RUN_TOKEN: token }, remote);
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('expected {"field":"run_state","equals":"ended"}, got run_state = "active"');
+    const ambiguous = await a2rl(['replay', shortReplay, '--url', url, '--task', 'micro-gsm8k'], {}, remote);
+    expect(ambiguous.code).toBe(1);
+    expect(ambiguous.stderr).toContain('replay plays against one server');
+  });
+
+  it('an oracle run, turned back into a replay with runs to-replay, reaches the same score against a fresh server', async () => {
+    const task = getTask('micro-gsm8k');
+    const first = tempDir('oracle-first');
+    const [launched] = await launch(['--agent', `replay:${task.paths.oracle}`], {}, first);
+    expect(launched!.exit_code).toBe(0);
+    const original = withStore(first, (store) => summarizeRun(store, launched!.run_id));
+    expect(original.best).not.toBeNull();
+
+    const replayFile = join(work, 'oracle-again.jsonl');
+    const converted = await a2rl(['runs', 'to-replay', launched!.run_id, '--out', replayFile], {}, first);
+    expect(converted.code, converted.stderr).toBe(0);
+    const lines = readFileSync(replayFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, any>);
+    // Ids returned earlier are placeholders; waits are until-conditions with the recorded outcome expected.
+    const training = lines.find((line) => line.tool === 'run_training')!;
+    const wait = lines.find((line) => line.tool === 'job_status' && line.arguments.job_id === `\${${training.save}.job_id}`)!;
+    expect(wait.until).toEqual({ field: 'jobs.0.state', in: expect.arrayContaining(['succeeded', 'failed']) });
+    expect(wait.expect).toEqual([{ field: 'jobs.0.state', equals: 'succeeded' }]);
+    const submit = lines.find((line) => line.tool === 'submit_artifact')!;
+    expect(lines.find((line) => line.tool === 'get_score' && line.arguments.submission_id)!.arguments.submission_id).toBe(
+      `\${${submit.save}.submission_id}`,
+    );
+    expect(JSON.stringify(lines)).not.toMatch(/"(job|sub)-\d+"/);
+
+    const second = tempDir('oracle-second');
+    const replayed = await a2rl(['replay', replayFile, '--task', 'micro-gsm8k'], {}, second);
+    expect(replayed.code, replayed.stderr).toBe(0);
+    const again = withStore(second, (store) => summarizeRun(store, store.listRuns()[0]!.id));
+    expect(again.best!.public).toBe(original.best!.public);
+    expect(again.best!.private).toBe(original.best!.private);
+    expect(again.baseline).toEqual(original.baseline);
+  });
+});
