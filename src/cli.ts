@@ -15,7 +15,7 @@ import { A2rlError, isA2rlError } from './errors.js';
 import { createLogger } from './logger.js';
 import { defaultHome } from './paths.js';
 import { agentKind, findExecutable, serverName } from './launch/agents.js';
-import { launchRuns } from './launch/launcher.js';
+import { launchRuns, type LaunchOptions } from './launch/launcher.js';
 import { loadReplay, playReplay } from './replay.js';
 import { serverVersion } from './server.js';
 import { parseGpuList } from './gpus.js';
@@ -432,20 +432,7 @@ program
   .option('--judge-model <name>', 'model name for --judge llm')
   .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY')
   .action(
-    async (
-      options: {
-        agent: string;
-        task: string;
-        model?: string;
-        budget?: string;
-        label?: string;
-        repeats: number;
-        parallel: number;
-        transport: 'stdio' | 'http';
-        grace: number;
-        json?: boolean;
-      } & JudgeOptions,
-    ) => {
+    async (options: Omit<LaunchOptions, 'graceSeconds' | 'judgeArgs' | 'onLine'> & { grace: number; json?: boolean } & JudgeOptions) => {
       const judgeArgs = ['--judge', options.judge, '--judge-key-env', options.judgeKeyEnv];
       if (options.judgeUrl) judgeArgs.push('--judge-url', options.judgeUrl);
       if (options.judgeModel) judgeArgs.push('--judge-model', options.judgeModel);

@@ -4,6 +4,7 @@ import { delimiter, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { tools } from '../tools/index.js';
 import { runAgentOf } from '../src/launch/record.js';
+import type { LaunchedRun } from '../src/launch/launcher.js';
 import { packageRoot } from '../src/paths.js';
 import { summarizeRun } from '../src/report.js';
 import { Store } from '../src/store.js';
@@ -72,21 +73,10 @@ function a2rl(args: string[], env: Record<string, string> = {}, homeDir = home):
   return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
 }
 
-interface Launched {
-  run_id: string;
-  agent: string;
-  agent_version: string | null;
-  driver_model: string | null;
-  exit_code: number | null;
-  signal: string | null;
-  stopped_at_deadline: boolean;
-  killed: boolean;
-}
-
-async function launch(args: string[], env: Record<string, string>, homeDir = home): Promise<Launched[]> {
+async function launch(args: string[], env: Record<string, string>, homeDir = home): Promise<LaunchedRun[]> {
   const result = await a2rl(['run', '--task', 'micro-gsm8k', '--json', ...args], env, homeDir);
   expect(result.code, result.stderr).toBe(0);
-  return JSON.parse(result.stdout) as Launched[];
+  return JSON.parse(result.stdout) as LaunchedRun[];
 }
 
 function withStore<T>(homeDir: string, use: (store: Store) => T): T {
@@ -401,7 +391,7 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
     const signalled = Date.now();
     child.kill('SIGTERM');
     expect(await closed).toBe(0);
-    const [launched] = JSON.parse(stdout) as Launched[];
+    const [launched] = JSON.parse(stdout) as LaunchedRun[];
     expect(launched).toMatchObject({ run_id: runId, signal: 'SIGKILL', stopped_at_deadline: false, interrupted: true, killed: true });
     expect(transcriptOf(runId)).toContainEqual({ type: 'signal', signal: 'SIGTERM', ignored: true });
     withStore(home, (store) => {
