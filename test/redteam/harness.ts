@@ -146,10 +146,21 @@ export async function whenGone(marker: string, ms: number): Promise<number | und
   }
 }
 
-/** Polls until some process holds the marker (the attack is really running). */
+/**
+ * Polls until the job's own command holds the marker (the attack is really running): the
+ * marker is in the sandbox launcher's arguments from the start, before the sandbox is set up.
+ */
 export async function whenRunning(marker: string, ms = 20_000): Promise<void> {
   const deadline = Date.now() + ms;
-  while (markedProcesses(marker).length === 0) {
+  const commandRuns = () =>
+    markedProcesses(marker).some((pid) => {
+      try {
+        return !readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('bwrap\0');
+      } catch {
+        return false;
+      }
+    });
+  while (!commandRuns()) {
     if (Date.now() > deadline) throw new Error(`no process with ${marker} started within ${ms} ms`);
     await sleep(50);
   }
