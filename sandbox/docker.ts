@@ -367,7 +367,14 @@ class DockerProcess implements SandboxProcess {
 
   usage(): ResourceUsage {
     if (this.finalUsage) return this.finalUsage;
-    if (this.cgroup) return { cpuSeconds: this.cgroup.cpuSeconds(), peakMemoryBytes: this.cgroup.peakMemoryBytes(), measured: true };
+    if (this.cgroup) {
+      return {
+        cpuSeconds: this.cgroup.cpuSeconds(),
+        peakMemoryBytes: this.cgroup.peakMemoryBytes(),
+        memoryBytes: this.cgroup.memoryBytes(),
+        measured: true,
+      };
+    }
     // No per-job accounting here: the job may have used every core it was given.
     return { cpuSeconds: ((Date.now() - this.startedAt) / 1000) * this.limits.cpus, peakMemoryBytes: 0, measured: false };
   }

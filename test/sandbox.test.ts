@@ -225,4 +225,13 @@ EOF`;
     expect(result.cpuSeconds).toBeGreaterThan(1.4);
     expect(result.cpuSeconds).toBeLessThan(3.0);
   });
+
+  it.skipIf(noCgroups)('reports the memory a running job holds', async () => {
+    let peak = 0;
+    await run(sandbox, `/usr/bin/python3 -c "import time\nheld = b'x' * (96 * 2**20)\ntime.sleep(2)"`, defaultLimits, (job) => {
+      const timer = setInterval(() => (peak = Math.max(peak, job.usage().memoryBytes ?? 0)), 100);
+      void job.exited.then(() => clearInterval(timer));
+    });
+    expect(peak).toBeGreaterThan(90 * 2 ** 20);
+  });
 });
