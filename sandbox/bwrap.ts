@@ -189,14 +189,7 @@ class BubblewrapProcess implements SandboxProcess {
 
   usage(): ResourceUsage {
     if (this.finalUsage) return this.finalUsage;
-    if (this.cgroup) {
-      return {
-        cpuSeconds: this.cgroup.cpuSeconds(),
-        peakMemoryBytes: this.cgroup.peakMemoryBytes(),
-        memoryBytes: this.cgroup.memoryBytes(),
-        measured: true,
-      };
-    }
+    if (this.cgroup) return this.cgroup.usage();
     // No per-job accounting or CPU limit on this host: the job may have used every core, so charge them all.
     return { cpuSeconds: ((Date.now() - this.startedAt) / 1000) * availableParallelism(), peakMemoryBytes: 0, measured: false };
   }

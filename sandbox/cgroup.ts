@@ -1,6 +1,7 @@
 import { accessSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { signalAll } from './process-tree.js';
 import { join } from 'node:path';
+import type { ResourceUsage } from './sandbox.js';
 
 const controllers = ['memory', 'cpu', 'cpuacct', 'pids'] as const;
 export type Controller = (typeof controllers)[number];
@@ -116,6 +117,11 @@ export class JobCgroup {
     this.write('cpu', 'cpu.cfs_quota_us', Math.round(limits.cpus * period));
     this.write('memory', 'memory.limit_in_bytes', limits.memoryBytes);
     this.write('pids', 'pids.max', limits.pids);
+  }
+
+  /** What the job has used so far: CPU time, current and peak memory. */
+  usage(): ResourceUsage {
+    return { cpuSeconds: this.cpuSeconds(), peakMemoryBytes: this.peakMemoryBytes(), memoryBytes: this.memoryBytes(), measured: true };
   }
 
   cpuSeconds(): number {

@@ -367,14 +367,7 @@ class DockerProcess implements SandboxProcess {
 
   usage(): ResourceUsage {
     if (this.finalUsage) return this.finalUsage;
-    if (this.cgroup) {
-      return {
-        cpuSeconds: this.cgroup.cpuSeconds(),
-        peakMemoryBytes: this.cgroup.peakMemoryBytes(),
-        memoryBytes: this.cgroup.memoryBytes(),
-        measured: true,
-      };
-    }
+    if (this.cgroup) return this.cgroup.usage();
     // No per-job accounting here: the job may have used every core it was given.
     return { cpuSeconds: ((Date.now() - this.startedAt) / 1000) * this.limits.cpus, peakMemoryBytes: 0, measured: false };
   }

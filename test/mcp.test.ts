@@ -7,7 +7,7 @@ import { packageRoot } from '../src/paths.js';
 import { Store } from '../src/store.js';
 import { tempDir } from './helpers/sandbox.js';
 import { processTree } from '../sandbox/process-tree.js';
-import { call, rawServer, startServer, waitJob, waitScore } from './helpers/mcp.js';
+import { call, rawServer, startServer, tweakScript, waitJob, waitScore } from './helpers/mcp.js';
 
 const toolNames = [
   'read_instructions',
@@ -24,17 +24,6 @@ const toolNames = [
   'get_score',
   'budget_status',
 ];
-
-/** Perturbs the base model a little and saves it: a real, different, loadable checkpoint. */
-const tweakScript = (out: string, scale: number) =>
-  `python3 -c "
-import torch
-from microlm import checkpoint
-m = checkpoint.load('models/base')
-with torch.no_grad():
-    for p in m.parameters(): p.mul_(${scale})
-checkpoint.save(m, '${out}')
-"`;
 
 describe('MCP server over stdio', () => {
   const home = tempDir('home');

@@ -102,3 +102,14 @@ export function rawServer(home: string, serverArgs: string[] = []) {
     exited: new Promise<number | null>((resolve) => child.once('exit', resolve)),
   };
 }
+
+/** Perturbs the base model and saves it: a real, loadable checkpoint of new content (deterministic in `scale`). */
+export const tweakScript = (out: string, scale: number) =>
+  `python3 -c "
+import torch
+from microlm import checkpoint
+m = checkpoint.load('models/base')
+with torch.no_grad():
+    for p in m.parameters(): p.mul_(${scale})
+checkpoint.save(m, '${out}')
+"`;

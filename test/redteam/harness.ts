@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { packageRoot } from '../../src/paths.js';
 import { Store } from '../../src/store.js';
-import { call, startServer, waitJob } from '../helpers/mcp.js';
+import { call, startServer, tweakScript, waitJob } from '../helpers/mcp.js';
 
 /**
  * The red-team suite runs once per sandbox backend named here (comma-separated), so a
@@ -187,17 +187,6 @@ export async function attack(attackClass: string, name: string, backend: string,
     throw error;
   }
 }
-
-/** Perturbs the base model and saves it: a real, loadable checkpoint of new content (deterministic in `scale`). */
-export const tweakScript = (out: string, scale: number) =>
-  `python3 -c "
-import torch
-from microlm import checkpoint
-m = checkpoint.load('models/base')
-with torch.no_grad():
-    for p in m.parameters(): p.mul_(${scale})
-checkpoint.save(m, '${out}')
-"`;
 
 /** Waits until the run's baseline is graded, so later changes to the recorded scores are the attacks' doing. */
 export async function waitBaseline(client: Client, seconds = 180): Promise<number> {
