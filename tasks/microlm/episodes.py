@@ -17,9 +17,15 @@ where an observation is what the policy saw before acting.
 
 rollouts_main is a task's whole rollout command line (the static tasks' options, see microlm.sampling):
 n episodes over n / group-size distinct training games, group-size episodes per game (the groups GRPO compares).
+
+grade_main is a task's whole grader: it plays every held-out game of EVAL_DIR/{public,private}.jsonl greedily,
+single-threaded (so the same weights always get the same score), and writes per split
+    {"score": 100 * success rate, "successes", "total", "mean_return", "success_<task type>": 0-100, ...}
 """
 
+import argparse
 import json
+import os
 import sys
 import time
 
@@ -63,6 +69,56 @@ def play(model, envs, items, format_prompt, max_steps, max_new_tokens, temperatu
             observations[i] = observation
         active = still_active
     return records
+
+
+def summarize(records):
+    """Success rate (0-100), mean return and success rate per task type of played episodes."""
+    n = len(records)
+    result = {
+        "score": round(100.0 * sum(r["success"] for r in records) / n, 2),
+        "successes": sum(r["success"] for r in records),
+        "total": n,
+        "mean_return": round(sum(r["return"] for r in records) / n, 4),
+        "mean_length": round(sum(r["length"] for r in records) / n, 2),
+    }
+    for task_type in sorted({str(r["task_type"]) for r in records}):
+        of_type = [r for r in records if str(r["task_type"]) == task_type]
+        result[f"success_{task_type}"] = round(100.0 * sum(r["success"] for r in of_type) / len(of_type), 2)
+    return result
+
+
+def grade_main(argv, doc, grader_version, make_env, format_prompt, max_steps, max_new_tokens):
+    """Parses the grader's command line, plays the held-out games greedily and writes the scores as JSON.
+
+    The caller must have set OMP_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1 before importing torch.
+    A checkpoint that fails validation exits with status 2 and the reason on stderr, writing no score."""
+    import torch
+
+    from .checkpoint import CheckpointError, load
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="checkpoint directory (config.json + model.pt)")
+    parser.add_argument("--eval-dir", required=True, help="directory with public.jsonl and private.jsonl (one game per line)")
+    parser.add_argument("--out", required=True, help="where to write the scores (JSON)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    try:
+        model = load(args.checkpoint)
+    except CheckpointError as e:
+        print(f"invalid checkpoint: {e}", file=sys.stderr)
+        sys.exit(2)
+    result = {"grader_version": grader_version}
+    for split in ("public", "private"):
+        with open(os.path.join(args.eval_dir, f"{split}.jsonl")) as f:
+            games = [json.loads(line) for line in f if line.strip()]
+        start = time.time()
+        records = play(model, [make_env() for _ in games], games, format_prompt, max_steps, max_new_tokens, batch_size=len(games))
+        result[split] = summarize(records)
+        print(f"{split}: {result[split]['successes']}/{len(games)} successes in {time.time() - start:.1f}s", file=sys.stderr, flush=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+    return result
 
 
 def rollouts_main(argv, prog, doc, make_env, format_prompt, max_steps, max_new_tokens):
