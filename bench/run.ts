@@ -5,7 +5,7 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -386,6 +386,18 @@ function reportsOverManyRuns(home: string, runs: number, eventsPerRun: number) {
   };
 }
 
+/** Each interactive task: its environment's step rate alone, and rollouts with its base model (bench/level3.py). */
+function interactiveTaskSpeed(taskId: string) {
+  const task = getTask(taskId);
+  const result = spawnSync(
+    '/usr/bin/python3',
+    [join(packageRoot, 'bench', 'level3.py'), '--task-dir', task.dir, '--package', task.env.package],
+    { encoding: 'utf8' },
+  );
+  if (result.status !== 0) throw new Error(`bench/level3.py failed for ${taskId}: ${result.stderr}`);
+  return JSON.parse(result.stdout) as Record<string, number>;
+}
+
 async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promise<R[]> {
   const out: R[] = [];
   for (const input of inputs) out.push(await f(input));
@@ -403,6 +415,12 @@ const sections: Record<string, () => Promise<unknown>> = {
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),
   mcp_over_http: () => httpServing(home, 128),
   reports_over_many_runs: async () => reportsOverManyRuns(home, 200, 1000),
+  interactive_env_and_rollouts: async () =>
+    Object.fromEntries(
+      listTaskIds()
+        .filter((id) => getTask(id).level === 3)
+        .map((id) => [id, interactiveTaskSpeed(id)] as const),
+    ),
 };
 const selected = process.argv.slice(2);
 const unknown = selected.filter((name) => !(name in sections));

@@ -1,10 +1,11 @@
-import { closeSync, fstatSync, mkdirSync, openSync, readSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { analyzeRun, loadRunFacts, type RunAnalysis } from './analysis.js';
 import { codeSnapshotsOf } from './code-snapshot.js';
 import { A2rlError } from './errors.js';
 import { startProgress } from './progress.js';
 import { renderHtml } from './report-render.js';
+import { trajectoriesDir } from './rollouts.js';
 import { openForRead } from './safe-fs.js';
 import type { Store } from './store.js';
 import { publicMetrics, submissionId } from './submissions.js';
@@ -34,7 +35,17 @@ export function exportRun(store: Store, runId: string, outDir: string, narrative
   );
   const batches = events
     .filter((e) => e.kind === 'rollouts' && e.name === 'batch')
-    .map((e) => JSON.parse(e.data) as { job_id?: number; episodes: number; mean_reward: number | null; out: string; checkpoint: string });
+    .map(
+      (e) =>
+        JSON.parse(e.data) as {
+          job_id?: number;
+          episodes: number;
+          mean_reward: number | null;
+          out: string;
+          checkpoint: string;
+          trajectories?: { sha256: string; bytes: number } | null;
+        },
+    );
   const progress = startProgress(`export ${runId}`, jobs.length + trees.length + batches.length + 1);
   try {
     mkdirSync(outDir, { recursive: true });
@@ -78,11 +89,17 @@ export function exportRun(store: Store, runId: string, outDir: string, narrative
 
     mkdirSync(join(outDir, 'trajectories'), { recursive: true });
     const workspace = join(run.dir, 'workspace');
+    const recorded = trajectoriesDir(dirname(store.path));
     const trajectories = batches.map((batch) => {
       const file = `trajectories/${batch.out.split('/').pop()}`;
-      const copied = copyFromWorkspace(workspace, batch.out, join(outDir, file));
+      // The server's own copy, as it read the batch; the workspace file only for batches recorded before copies were kept.
+      const copy = batch.trajectories ? join(recorded, `${batch.trajectories.sha256}.jsonl`) : null;
+      let note: string | undefined;
+      if (copy && existsSync(copy)) copyFileSync(copy, join(outDir, file));
+      else if (copyFromWorkspace(workspace, batch.out, join(outDir, file))) note = 'from the workspace: no recorded copy';
+      else note = 'missing or too large to copy';
       progress.tick(file);
-      return { ...batch, file: copied ? file : null, note: copied ? undefined : 'missing or too large to copy' };
+      return { ...batch, file: note === 'missing or too large to copy' ? null : file, note };
     });
     write('trajectories/index.json', JSON.stringify(trajectories, null, 2));
 

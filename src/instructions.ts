@@ -40,7 +40,7 @@ Inside the sandbox the workspace is \`/workspace\`; the file tools take paths re
 | \`data/\` | training data | read-only |
 | \`models/base/\` | the base model checkpoint (\`config.json\`, \`model.pt\`) | read-only |
 | \`lib/microlm/\` | model, tokenizer, checkpoint and decoding code (\`import microlm\`) | read-only |
-| \`lib/${task.env.package}/\` | this task's prompt format, reward and rollout sampler (\`import ${task.env.package}\`) | read-only |
+| \`lib/${task.env.package}/\` | this task's ${task.level === 3 ? 'environment, prompt format' : 'prompt format, reward'} and rollout sampler (\`import ${task.env.package}\`) | read-only |
 | \`code/\` | your code | read-write |
 | \`output/\` | your checkpoints | read-write |
 | \`rollouts/\` | trajectories written by \`launch_rollouts\` | read-write |
@@ -69,14 +69,20 @@ wall clock keeps running while you are disconnected.
 - \`exec\` runs a short shell command (up to 45 s) and returns its output: inspect data, test a script on a few steps.
 - \`run_training\` starts a long job and returns its id at once; follow it with \`job_status\` (pass \`wait_seconds\`
   to wait for it), read its output with \`job_logs\`, stop it with \`cancel_job\`.
-- \`launch_rollouts\` samples completions from a checkpoint on training prompts and scores them with the task's reward;
-  the trajectories land in \`rollouts/\` as JSONL, for RL (e.g. GRPO) or rejection-sampling fine-tuning.
+${
+  task.level === 3
+    ? `- \`launch_rollouts\` plays episodes of the task's environment on training games with a checkpoint as the policy;
+  the trajectories (every step's observation, action, reward) land in \`rollouts/\` as JSONL, with each episode's return
+  and success, for RL (e.g. GRPO, REINFORCE) or filtered behaviour cloning. Your own code may also step the environment.`
+    : `- \`launch_rollouts\` samples completions from a checkpoint on training prompts and scores them with the task's reward;
+  the trajectories land in \`rollouts/\` as JSONL, for RL (e.g. GRPO) or rejection-sampling fine-tuning.`
+}
 - \`submit_artifact\` snapshots a checkpoint folder (e.g. \`output/final\`) and queues it for grading; \`get_score\` shows
   its score on the public half of the evaluation set (pass \`wait_seconds\` to wait for it), the best so far, and the baseline.
 
 ## Grading
 
-Scores are 0–100 on held-out problems the sandbox cannot read. The untouched base model's score is the baseline.
+Scores are 0–100 on held-out ${task.level === 3 ? 'games (success rate, played greedily)' : 'problems'} the sandbox cannot read. The untouched base model's score is the baseline.
 Scores you see come from the public half of the evaluation set; the final result is your best-scoring submission's score
 on the private half, so overfitting the public half does not pay. The same checkpoint always gets the same score.
 Submitting the base model unchanged is refused.

@@ -1,6 +1,7 @@
-import { closeSync, existsSync, statSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, renameSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { A2rlError } from './errors.js';
+import { sha256 } from './hashing.js';
 import type { Run } from './run.js';
 import type { JobRow } from './store.js';
 import { judgeAgainstReferences } from './judge/judge.js';
@@ -23,6 +24,13 @@ export interface RolloutSummary {
   /** Share of episodes that reached their goal, where the task's episodes say so (interactive tasks). */
   success_rate?: number;
   out: string;
+  /** The server's own copy of the episodes it read, out of the agent's reach: `trajectories/<sha256>.jsonl` in the server's home. */
+  trajectories: { sha256: string; bytes: number } | null;
+}
+
+/** Where the server keeps the episodes of every batch, content-addressed, so that the record survives the agent editing rollouts/. */
+export function trajectoriesDir(home: string): string {
+  return join(home, 'trajectories');
 }
 
 /**
@@ -93,7 +101,8 @@ const maxBatchBytes = 64 * 2 ** 20;
  */
 async function collectBatch(run: Run, path: string, requested: number): Promise<RolloutSummary> {
   const episodes = readEpisodes(run.workspace, path).slice(0, requested);
-  if (run.task.rollouts.reward === 'judge' && episodes.length > 0) {
+  const rewritten = run.task.rollouts.reward === 'judge' && episodes.length > 0;
+  if (rewritten) {
     const judgeable = episodes.every(
       (e) => typeof e.completion === 'string' && typeof e.reference === 'string' && typeof e.instruction === 'string',
     );
@@ -119,11 +128,33 @@ async function collectBatch(run: Run, path: string, requested: number): Promise<
     }
   }
   const rewards = episodes.map((e) => Number(e.return ?? e.reward)).map((r) => (Number.isFinite(r) ? r : 0));
-  const summary: RolloutSummary = { episodes: episodes.length, mean_reward: mean(rewards), out: path };
+  const summary: RolloutSummary = {
+    episodes: episodes.length,
+    mean_reward: mean(rewards),
+    out: path,
+    trajectories: recordTrajectories(run.engine.home, episodes),
+  };
   if (episodes.length > 0 && episodes.every((e) => typeof e.success === 'boolean')) {
     summary.success_rate = mean(episodes.map((e) => (e.success ? 1 : 0)))!;
   }
   return summary;
+}
+
+/** Keeps the episodes as the server read (and scored) them, once per distinct content. */
+function recordTrajectories(home: string, episodes: Array<Record<string, unknown>>): RolloutSummary['trajectories'] {
+  if (episodes.length === 0) return null;
+  const content = episodes.map((e) => JSON.stringify(e)).join('\n') + '\n';
+  const hash = sha256(content);
+  const dir = trajectoriesDir(home);
+  const file = join(dir, `${hash}.jsonl`);
+  if (!existsSync(file)) {
+    mkdirSync(dir, { recursive: true });
+    // Written aside and renamed, so a crash never leaves a partial file under its hash.
+    const partial = `${file}.${process.pid}.partial`;
+    writeFileSync(partial, content);
+    renameSync(partial, file);
+  }
+  return { sha256: hash, bytes: Buffer.byteLength(content) };
 }
 
 function mean(values: number[]): number | null {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { analyzeRun, loadRunFacts } from '../src/analysis.js';
@@ -54,6 +55,15 @@ async function playOracle(taskId: string, serverArgs: string[]): Promise<void> {
     expect(store.listJobs(runId).map((job) => job.kind)).toEqual(expect.arrayContaining(['exec', 'training', 'rollouts', 'grading']));
     // Interactive tasks close the loop: rollouts from the current policy, training, fresh rollouts.
     if (task.level === 3) expect(store.listJobs(runId, ['rollouts']).length).toBeGreaterThanOrEqual(2);
+    // Every batch's trajectories are kept by the server and linked from the batch event by their hash.
+    for (const event of store.listEvents(runId, 'rollouts').filter((e) => e.name === 'batch')) {
+      const { trajectories, episodes } = JSON.parse(event.data) as { trajectories: { sha256: string }; episodes: number };
+      const kept = readFileSync(join(home, 'trajectories', `${trajectories.sha256}.jsonl`), 'utf8')
+        .trim()
+        .split('\n');
+      expect(kept).toHaveLength(episodes);
+      if (task.level === 3) expect(JSON.parse(kept[0]!)).toMatchObject({ steps: expect.any(Array), success: expect.any(Boolean) });
+    }
     expect(store.getRun(runId)!.sandbox).toBe(serverArgs.includes('docker') ? 'docker' : 'bwrap');
     checkReportAgainstStore(store, runId);
   } finally {

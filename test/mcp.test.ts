@@ -1,5 +1,6 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -292,6 +293,30 @@ describe('MCP server over stdio', () => {
     // Four prompts, four completions each.
     expect(new Set(lines.map((l) => l.prompt_index)).size).toBe(4);
     expect((await call(client, 'budget_status')).structured.rollout_episodes.used).toBe(16);
+    // The server keeps its own copy of the episodes it read, linked from the batch event: the agent rewriting the file changes nothing.
+    const { sha256, bytes } = job.result.trajectories;
+    const copy = join(home, 'trajectories', `${sha256}.jsonl`);
+    expect((await call(client, 'exec', { command: 'echo "{}" > rollouts/batch-001.jsonl' })).structured.exit_code).toBe(0);
+    const kept = readFileSync(copy, 'utf8');
+    expect(Buffer.byteLength(kept)).toBe(bytes);
+    expect(createHash('sha256').update(kept).digest('hex')).toBe(sha256);
+    expect(
+      kept
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l)),
+    ).toEqual(lines);
+    const store = new Store(join(home, 'store.sqlite'));
+    try {
+      const batch = store.listEvents(runId, 'rollouts').find((e) => e.name === 'batch')!;
+      expect(JSON.parse(batch.data)).toMatchObject({
+        job_id: expect.any(Number),
+        out: 'rollouts/batch-001.jsonl',
+        trajectories: { sha256, bytes },
+      });
+    } finally {
+      store.close();
+    }
   });
 
   it('grades a submission once, returns it again for identical content, and reports the baseline', async () => {

@@ -99,6 +99,14 @@ class Library(unittest.TestCase):
         self.assertEqual(play(), play())
         self.assertRaises(ValueError, episodes.play, model, [Countdown()], items, str, 5, 8)
 
+    def test_episodes_summarize_counts_success_per_task_type(self):
+        record = lambda task_type, success, ret, length: {"task_type": task_type, "success": success, "return": ret, "length": length}
+        records = [record("pick", True, 1.0, 4), record("pick", False, 0.0, 50), record("heat", False, 0.5, 6), record("pick", True, 1.0, 8)]
+        self.assertEqual(
+            episodes.summarize(records),
+            {"score": 50.0, "successes": 2, "total": 4, "mean_return": 0.625, "mean_length": 17.0, "success_heat": 0.0, "success_pick": 66.67},
+        )
+
     def test_checkpoint_round_trip_and_rejections(self):
         model = GPT(GPTConfig(n_layer=1, d_model=32, n_head=2, context_len=64))
         with tempfile.TemporaryDirectory() as d:
