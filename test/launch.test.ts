@@ -1,6 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { tools } from '../tools/index.js';
 import { runAgentOf } from '../src/launch/record.js';
@@ -533,10 +533,38 @@ describe('replays', { timeout: 30 * 60_000 }, () => {
     expect(ambiguous.stderr).toContain('replay plays against one server');
   });
 
-  it('an oracle run, turned back into a replay with runs to-replay, reaches the same score against a fresh server', async () => {
+  it('a training run, turned back into a replay with runs to-replay, reaches the same score against a fresh server', async () => {
+    // The oracle's own training script, shortened: the round trip needs a graded submission, not a good one (e2e plays the oracles).
     const task = getTask('micro-gsm8k');
+    const trainingReplay = join(work, 'training.jsonl');
+    const ended = ['succeeded', 'failed', 'cancelled', 'timed_out', 'oom_killed', 'budget_stopped', 'lost'];
+    writeFileSync(
+      trainingReplay,
+      [
+        { tool: 'write_file', arguments: { path: 'code/train.py', content: { $file: join(dirname(task.paths.oracle), 'train.py') } } },
+        { tool: 'run_training', arguments: { command: 'python3 code/train.py --steps 40 --warmup 5 --holdout 20' }, save: 'train' },
+        {
+          tool: 'job_status',
+          arguments: { job_id: '${train.job_id}', wait_seconds: 30 },
+          until: { field: 'jobs.0.state', in: ended },
+          timeout_s: 600,
+          expect: [{ field: 'jobs.0.state', equals: 'succeeded' }],
+        },
+        { tool: 'submit_artifact', arguments: { path: 'output/final' }, save: 'submission' },
+        {
+          tool: 'get_score',
+          arguments: { submission_id: '${submission.submission_id}', wait_seconds: 30 },
+          until: { field: 'submissions.0.state', in: ['graded', 'failed'] },
+          timeout_s: 600,
+          expect: [{ field: 'submissions.0.state', equals: 'graded' }],
+        },
+        { tool: 'get_score', arguments: { wait_seconds: 30 }, until: { field: 'baseline.state', equals: 'graded' }, timeout_s: 600 },
+      ]
+        .map((line) => JSON.stringify(line))
+        .join('\n'),
+    );
     const first = tempDir('oracle-first');
-    const [launched] = await launch(['--agent', `replay:${task.paths.oracle}`], {}, first);
+    const [launched] = await launch(['--agent', `replay:${trainingReplay}`], {}, first);
     expect(launched!.exit_code).toBe(0);
     const original = withStore(first, (store) => summarizeRun(store, launched!.run_id));
     expect(original.best).not.toBeNull();
