@@ -16,9 +16,10 @@ six searchable receptacles (always a desk, which holds the lamp) in a fixed sear
     pick_two_obj_and_place  put two mugs in cabinet         (one at a time)
 
 Observation (one line, at most about 150 characters, everything the next action needs):
-    goal: put a hot mug in cabinet | at: countertop | see: mug, apple | holding: nothing | unchecked: 4
-"see" lists the objects here, "holding" the object in hand with its state ("hot mug"), "unchecked" how many
-searchable receptacles have not been visited yet. After an invalid action the observation starts with
+    goal: put a hot mug in cabinet | at: countertop | see: mug, 2 others | holding: nothing | unchecked: 4
+"at" is where the agent stands, marked "(goal)" when that is the goal's destination (the desk, in a look task);
+"see" names the goal object when it is here and counts the other objects; "holding" is the object in hand with
+its state ("hot mug"); "unchecked" counts the searchable receptacles not visited yet. After an invalid action the observation starts with
 "Nothing happens. ", after the last action of a failed or won episode with "You failed. " / "You won. ".
 
 Actions (one line; info["admissible"] lists the valid ones in the current state):

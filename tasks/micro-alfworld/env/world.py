@@ -43,7 +43,7 @@ def goal_text(task_type, obj, destination):
         return f"put two {obj}s in {destination}"
     if task_type in TREATMENT:
         return f"put a {STATE_WORD[TREATMENT[task_type]]} {obj} in {destination}"
-    return f"put a {obj} in {destination}"
+    return f"put {'an' if obj[0] in 'aeiou' else 'a'} {obj} in {destination}"
 
 
 def random_goal(rng):
@@ -97,10 +97,13 @@ class AlfworldEnv:
 
     # --- observation -------------------------------------------------------------------------------------------
     def _obs(self, prefix=""):
-        see = ", ".join(self.contents.get(self.at, [])) or "nothing"
+        here = self.contents.get(self.at, [])
+        others = sum(o != self.obj for o in here)
+        see = [o for o in here if o == self.obj] + ([f"{others} other{'s' if others > 1 else ''}"] if others else [])
+        at = f"{self.at} (goal)" if self.at == self.dest else self.at
         held = "nothing" if self.holding is None else (f"{self.holding} {self.obj}" if self.holding else self.obj)
         unchecked = sum(r not in self.checked for r in self.searchable)
-        return f"{prefix}goal: {self.goal} | at: {self.at} | see: {see} | holding: {held} | unchecked: {unchecked}"
+        return f"{prefix}goal: {self.goal} | at: {at} | see: {', '.join(see) or 'nothing'} | holding: {held} | unchecked: {unchecked}"
 
     def admissible(self):
         if self.done:
@@ -208,6 +211,7 @@ def parse(obs):
         key, _, value = part.partition(": ")
         fields[key.split(". ")[-1]] = value
     fields["see"] = [] if fields.get("see") == "nothing" else fields.get("see", "").split(", ")
+    fields["at"] = fields.get("at", "").replace(" (goal)", "")
     return fields
 
 

@@ -1,0 +1,97 @@
+"""Oracle solution for micro-alfworld: expert iteration (rejection-sampling fine-tuning) on online rollouts.
+
+Run in the sandbox as `cd /workspace && python3 code/train.py --base CKPT --rollouts FILE... --out DIR`
+(PYTHONPATH=/workspace/lib), after `launch_rollouts` has played episodes with CKPT as the policy. It keeps the
+successful episodes of the rollout files, the shortest one per game, drops the steps whose action was invalid
+(the next observation starts with "Nothing happens."), fine-tunes CKPT on their (observation -> action) pairs
+with the loss on the action only, prints the greedy success on some training games before and after, and
+saves the result to --out. One round: rollouts from the current policy, then this; repeat with the new
+checkpoint and the union of all successes so far.
+"""
+
+import argparse
+import json
+import os
+import random
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+from microlm import checkpoint, data, episodes  # noqa: E402
+from microlm.train import fit, warmup_cosine  # noqa: E402
+from micro_alfworld import MAX_NEW_TOKENS, MAX_STEPS, format_prompt, make_env  # noqa: E402
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base", default="/workspace/models/base", help="checkpoint to fine-tune (the policy of the last rollouts)")
+    parser.add_argument("--rollouts", nargs="+", required=True, help="rollout JSONL files (launch_rollouts output)")
+    parser.add_argument("--data", default="/workspace/data/train.jsonl")
+    parser.add_argument("--out", default="/workspace/output/final")
+    parser.add_argument("--epochs", type=float, default=4.0, help="passes over the kept steps")
+    parser.add_argument("--min-steps", type=int, default=80)
+    parser.add_argument("--max-steps", type=int, default=300)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--check-games", type=int, default=60, help="training games played greedily to measure success")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads; a model this small gains little from more")
+    return parser.parse_args()
+
+
+def kept_pairs(paths):
+    """(prompt, action) pairs of the shortest successful episode of each game, invalid steps dropped."""
+    best = {}
+    total = successes = 0
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                episode = json.loads(line)
+                total += 1
+                if not episode.get("success"):
+                    continue
+                successes += 1
+                key = episode.get("game_index", episode["seed"])
+                if key not in best or episode["length"] < best[key]["length"]:
+                    best[key] = episode
+    pairs = []
+    for episode in best.values():
+        steps = episode["steps"]
+        for i, step in enumerate(steps):
+            invalid = i + 1 < len(steps) and steps[i + 1]["observation"].startswith("Nothing happens.")
+            if not invalid:
+                pairs.append((format_prompt(step["observation"]), step["action"]))
+    print(f"rollouts: {total} episodes, {successes} successes, {len(best)} games solved, {len(pairs)} steps kept", flush=True)
+    return pairs
+
+
+def greedy_success(model, games):
+    records = episodes.play(model, [make_env() for _ in games], games, format_prompt, MAX_STEPS, MAX_NEW_TOKENS)
+    return episodes.summarize(records)["score"]
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    pairs = kept_pairs(args.rollouts)
+    if not pairs:
+        raise SystemExit("no successful episode to learn from: sample more rollouts (or at a higher temperature)")
+    with open(args.data) as f:
+        games = [json.loads(line) for line in f]
+    check = random.Random(args.seed + 1).sample(games, args.check_games)
+
+    model = checkpoint.load(args.base)
+    print(f"start: greedy success on {len(check)} training games {greedy_success(model, check):.1f}%", flush=True)
+    steps = int(min(args.max_steps, max(args.min_steps, args.epochs * len(pairs) / args.batch_size)))
+    batches = data.batches(pairs, args.batch_size, model.config.context_len, seed=args.seed)
+    fit(model, batches, steps, warmup_cosine(args.lr, 10, steps), log_every=25)
+    print(f"end: greedy success on {len(check)} training games {greedy_success(model, check):.1f}%", flush=True)
+    checkpoint.save(model, args.out)
+    print(f"saved to {args.out}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

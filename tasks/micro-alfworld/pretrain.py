@@ -1,0 +1,85 @@
+"""Make the shipped base model, model/, by imitating a habit-mixed expert on the training games.
+
+    PYTHONPATH=<dir holding microlm and micro_alfworld> python3 pretrain.py [--steps N] [--q Q] [--out DIR]
+
+The demonstrator is the scripted expert except at its critical decisions: right after taking the goal object
+(held, not yet treated) where the expert would walk on ("go ..."), it takes the expert action with probability q
+and otherwise the one habit action "put" (drop the object where it stands, which ends the episode as a failure).
+That is one decision per episode, two in pick_two; none when the object already lies where the goal wants it. So the base model
+knows the whole expert rule but prefers the habit at those decisions: greedy play mostly fails, sampled play
+succeeds now and then, and reinforcing its successes lifts it. Now and then the demonstrator also makes a stray
+move (a wasted "go", an invalid action) that is not trained on, so that the model sees such states too.
+The model is trained on (prompt, action) pairs, loss on the action and EOS only. Seeded and single-threaded.
+"""
+
+import argparse
+import json
+import os
+import random
+
+# One thread in every pool (torch's and OpenBLAS's, which is sized when torch loads).
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+import torch  # noqa: E402  (after the thread settings above)
+
+from microlm import GPT, GPTConfig, checkpoint, data, train  # noqa: E402
+from micro_alfworld import MAX_STEPS, expert, format_prompt, make_env, parse  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIG = GPTConfig(context_len=256, n_layer=2, n_head=4, d_model=96)
+HABIT = "put"
+STRAY = 0.04  # chance of an untrained stray move per step
+
+
+def demonstrate(game, q, rng):
+    """One habit-mixed episode; returns its (prompt, action) pairs (stray moves left out)."""
+    env = make_env()
+    obs, info = env.reset(game["seed"], options=game)
+    pairs = []
+    for _ in range(MAX_STEPS):
+        action = expert(obs)
+        if rng.random() < STRAY:
+            stray = rng.choice(["take", "heat", "search"] + [a for a in info["admissible"] if a.startswith("go ")])
+            obs, _, done, info = env.step(stray)
+            if done:
+                break
+            continue
+        held = parse(obs)["holding"]
+        if held != "nothing" and " " not in held and action.startswith("go ") and rng.random() >= q:
+            action = HABIT
+        pairs.append((format_prompt(obs), action))
+        obs, _, done, info = env.step(action)
+        if done:
+            break
+    return pairs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=os.path.join(HERE, "data", "train.jsonl"))
+    parser.add_argument("--out", default=os.path.join(HERE, "model"))
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--q", type=float, default=0.35, help="chance of the expert action at a critical decision")
+    parser.add_argument("--passes", type=int, default=2, help="demonstrations per training game")
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    with open(args.data) as f:
+        games = [json.loads(line) for line in f]
+    pairs = [p for _ in range(args.passes) for g in games for p in demonstrate(g, args.q, rng)]
+    print(f"{len(pairs)} demonstration steps", flush=True)
+    model = GPT(CONFIG)
+    batches = data.batches(pairs, args.batch_size, CONFIG.context_len, seed=args.seed)
+    train.fit(model, batches, args.steps, train.warmup_cosine(args.lr, 100, args.steps), log_every=250)
+    checkpoint.save(model, args.out)
+    print(f"saved {model.num_params()} parameters to {args.out}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
