@@ -16,7 +16,7 @@ six searchable receptacles (always a desk, which holds the lamp) in a fixed sear
     pick_two_obj_and_place  put two mugs in cabinet         (one at a time)
 
 Observation (one line, at most about 150 characters, everything the next action needs):
-    goal: put a hot mug in cabinet | at: countertop | see: mug, 2 others | holding: nothing | unchecked: 4
+    at: countertop | see: mug, 2 others | holding: nothing | unchecked: 4 | goal: put a hot mug in cabinet
 "at" is where the agent stands, marked "(goal)" when that is the goal's destination (the desk, in a look task);
 "see" names the goal object when it is here and counts the other objects; "holding" is the object in hand with
 its state ("hot mug"); "unchecked" counts the searchable receptacles not visited yet. After an invalid action the observation starts with

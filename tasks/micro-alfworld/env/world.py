@@ -103,7 +103,7 @@ class AlfworldEnv:
         at = f"{self.at} (goal)" if self.at == self.dest else self.at
         held = "nothing" if self.holding is None else (f"{self.holding} {self.obj}" if self.holding else self.obj)
         unchecked = sum(r not in self.checked for r in self.searchable)
-        return f"{prefix}goal: {self.goal} | at: {at} | see: {', '.join(see) or 'nothing'} | holding: {held} | unchecked: {unchecked}"
+        return f"{prefix}at: {at} | see: {', '.join(see) or 'nothing'} | holding: {held} | unchecked: {unchecked} | goal: {self.goal}"
 
     def admissible(self):
         if self.done:
