@@ -81,7 +81,7 @@ class Env(unittest.TestCase):
         obs, _ = env.reset(5, options=game)
         for k, action in enumerate(["", "dance wildly", "take", "heat", "go moon"]):
             obs, reward, done, info = env.step(action)
-            self.assertTrue(obs.startswith("Nothing happens. goal: "), obs)
+            self.assertTrue(obs.startswith("Nothing happens. at: room | "), obs)
             self.assertEqual(done, k == 4)
             self.assertIn("admissible", info)
         self.assertFalse(info["success"])
