@@ -10,7 +10,7 @@ size and budget, and the shop's catalogue of 8 products with prices and sizes, f
 
 Every observation starts with the instruction, then " | " and the page (at most ~160 characters):
     search page   "red cotton shirt, size m, under $30 | search"
-    results       "red cotton shirt, size m, under $30 | [1] red wool shirt $52 [2] red cotton shirt $24 [3] ..."
+    results       "red cotton shirt, size m, under $30 | [1] red wool shirt $52 [2] red cotton dress $41 [3] red cotton shirt $24"
                   the 4 catalogue products sharing most words with the query, sorted by price, highest first
     product page  "red cotton shirt, size m, under $30 | red cotton shirt $24 sizes: s m l"   (after a size: "... chosen: m")
 Actions (one line; anything else, or an action that does not apply to the page, gives "nothing happens. " + the page):
