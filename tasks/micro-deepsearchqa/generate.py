@@ -7,7 +7,7 @@ defaulting to this task's folder. A game is {"seed": int, "type": str, "subject"
 itself is built by the env package at import (micro_deepsearchqa.corpus, fixed seed).
 
 Out of distribution: the people and companies are split once; training questions ask only about
-the first three quarters (450 people, 150 companies), evaluation questions only about the rest
+the first three quarters (450 people, 180 companies), evaluation questions only about the rest
 (public and private each get half of them). The output is a pure function of SEED.
 """
 
@@ -20,7 +20,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 4242
 TRAIN_PER_TYPE = {"person": 300, "company": 150}
-EVAL_PER_TYPE = 25  # per split
+# Per split. birth_region needs link 1 at both hops, the base model's habit, so it is kept rare in evaluation.
+EVAL_PER_TYPE = {"birth_region": 10}
+EVAL_DEFAULT = 28
 
 
 def load_env():
@@ -53,7 +55,7 @@ def generate():
     for task_type in pkg.TYPES:
         kind = pkg.QUESTION_TYPES[task_type][1]
         for split in splits:
-            count = TRAIN_PER_TYPE[kind] if split == "train" else EVAL_PER_TYPE
+            count = TRAIN_PER_TYPE[kind] if split == "train" else EVAL_PER_TYPE.get(task_type, EVAL_DEFAULT)
             for subject in rng.sample(pools[kind][split], count):
                 splits[split].append({"seed": seeds.pop(), "type": task_type, "subject": subject})
     for items in splits.values():

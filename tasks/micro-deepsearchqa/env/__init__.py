@@ -5,7 +5,7 @@
     obs, info = env.reset(game["seed"], options=game)    # game: a line of data/train.jsonl
     obs, reward, done, info = env.step("search[#2]")
 
-The corpus (micro_deepsearchqa.corpus) holds one document per fictional entity: 600 people, 200
+The corpus (micro_deepsearchqa.corpus) holds one document per fictional entity: 600 people, 240
 companies, 60 cities and 8 regions, e.g.
 
     Govun: works at [1] Delosi; lives in [2] Tusezan; born in [3] Podor

@@ -1,14 +1,14 @@
 """The fixed corpus of fictional entities and its BM25 index, built once at import (a pure function of SEED).
 
-Entities: 600 people, 200 companies, 60 cities, 8 regions, each with a one-word pronounceable name.
+Entities: 600 people, 240 companies, 60 cities, 8 regions, each with a one-word pronounceable name.
 Every entity has one document listing its relations, each relation phrase followed by the linked entity:
 
-    person   works at <company>; born in <city>; lives in <city>
-    company  based in <city>; founded by <person>; run by <person>
+    person   born in <city>; lives in <city>; works at <company>
+    company  run by <person>; based in <city>; founded by <person>
     city     part of <region>; twin of <city>; mayor <person>
     region   capital <city>
 
-The order of a document's relations is fixed per document (seeded shuffle). `search(query)` ranks
+A document lists its relations in this order, the same for every entity of a kind. `search(query)` ranks
 documents with BM25 (k1 1.2, b 0.75) over their words; the title counts twice, and relation words
 and question words are stopwords, so a question retrieves the documents of the entity it names first.
 """
@@ -18,11 +18,11 @@ import random
 import re
 
 SEED = 7177
-N_PEOPLE, N_COMPANIES, N_CITIES, N_REGIONS = 600, 200, 60, 8
+N_PEOPLE, N_COMPANIES, N_CITIES, N_REGIONS = 600, 240, 60, 8
 
 RELATIONS = {
-    "person": (("works at", "company"), ("born in", "city"), ("lives in", "city")),
-    "company": (("based in", "city"), ("founded by", "person"), ("run by", "person")),
+    "person": (("born in", "city"), ("lives in", "city"), ("works at", "company")),
+    "company": (("run by", "person"), ("based in", "city"), ("founded by", "person")),
     "city": (("part of", "region"), ("twin of", "city"), ("mayor", "person")),
     "region": (("capital", "city"),),
 }
@@ -72,11 +72,7 @@ def _build():
         facts[c] = {"part of": regions[i % N_REGIONS], "twin of": rng.choice([o for o in cities if o != c]), "mayor": rng.choice(people)}
     for r in regions:
         facts[r] = {"capital": rng.choice([c for c in cities if facts[c]["part of"] == r])}
-    order = {}
-    for name in people + companies + cities + regions:
-        rels = [rel for rel, _ in RELATIONS[kinds[name]]]
-        rng.shuffle(rels)
-        order[name] = rels
+    order = {name: [rel for rel, _ in RELATIONS[kinds[name]]] for name in people + companies + cities + regions}
     return people, companies, cities, regions, kinds, facts, order
 
 

@@ -59,7 +59,7 @@ class DeepSearchEnv:
         return {"task_type": self.task_type, "admissible": admissible, **extra}
 
     def _render(self, prefix, titles):
-        lines, links = [self.question], []
+        body, links = [], []
         for title in titles:
             parts = []
             for rel in corpus.ORDER[title]:
@@ -67,17 +67,23 @@ class DeepSearchEnv:
                 links.append(target)
                 parts.append(f"{rel} [{len(links)}] {target}")
             line = f"{prefix}{title}: " + "; ".join(parts)
-            if len(lines) > 1 and len("\n".join(lines + [line])) > MAX_OBS_CHARS:
+            if body and len("\n".join(body + [line, self.question])) > MAX_OBS_CHARS:
                 links = links[: len(links) - len(parts)]
                 break
-            lines.append(line)
-        return "\n".join(lines), links
+            body.append(line)
+        return self._compose(body), links
+
+    def _compose(self, body):
+        """The observation: body lines (as many as fit), then the question line last."""
+        while len(body) > 1 and len("\n".join(body + [self.question])) > MAX_OBS_CHARS:
+            body = body[:-1]
+        return "\n".join(body + [self.question])
 
     def _results(self, titles):
         if titles:
             self.obs, self.links = self._render("R: ", titles)
         else:
-            self.obs, self.links = self.question + "\nNo results.", []
+            self.obs, self.links = self._compose(["No results."]), []
 
     def step(self, action):
         if self.done:
@@ -94,13 +100,13 @@ class DeepSearchEnv:
                 if link is None:
                     m = None
         if not m:
-            self.obs = "\n".join([self.question, "Nothing happens."] + self.obs.split("\n")[1:])
-            self.obs = self.obs[: self.obs.rfind("\n", 0, MAX_OBS_CHARS + 1)] if len(self.obs) > MAX_OBS_CHARS else self.obs
+            body = [line for line in self.obs.split("\n")[:-1] if line != "Nothing happens."]
+            self.obs = self._compose(["Nothing happens."] + body)
         elif m.group(1) == "answer":
             given = link if link is not None else inner
             success = normalize(given) == normalize(self.answer)
             self.done = True
-            self.obs = f"{self.question}\nAnswered {given[:40]}: {'correct' if success else 'wrong'}."
+            self.obs = self._compose([f"Answered {given[:40]}: {'correct' if success else 'wrong'}."])
             return self.obs, float(success), True, self._info(success=success)
         elif link is not None:
             self.obs, self.links = self._render("D: ", [link])
@@ -117,8 +123,8 @@ def make_env():
 
 
 def parse_question(observation):
-    """(task type, subject) of the question on an observation's first line, or (None, None)."""
-    first = observation.split("\n", 1)[0]
+    """(task type, subject) of the question on an observation's last line, or (None, None)."""
+    first = observation.rsplit("\n", 1)[-1]
     for task_type, (template, _, _, _) in QUESTION_TYPES.items():
         pre, post = template.split("{}")
         if first.startswith("Q: " + pre) and first.endswith(post):
@@ -141,7 +147,7 @@ def expert(observation):
     if task_type is None:
         return "search[]"
     _, _, first, second = QUESTION_TYPES[task_type]
-    lines = observation.split("\n")[1:]
+    lines = observation.split("\n")[:-1]
     for line in lines:
         if line.startswith("D: "):
             k = _link_after(line, second)
@@ -156,9 +162,9 @@ def expert(observation):
 
 def critical(observation):
     """The habit action for a decision state (an R: or D: observation), else None."""
-    lines = observation.split("\n")
-    if len(lines) > 1 and lines[1].startswith("D: "):
+    first = observation.split("\n", 1)[0]
+    if first.startswith("D: "):
         return "answer[#1]"
-    if len(lines) > 1 and lines[1].startswith("R: "):
+    if first.startswith("R: "):
         return "search[#1]"
     return None
