@@ -8,19 +8,30 @@
 The corpus (micro_deepsearchqa.corpus) holds one document per fictional entity: 600 people, 240
 companies, 60 cities and 8 regions, e.g.
 
-    Govun: works at [1] Delosi; lives in [2] Tusezan; born in [3] Podor
+    Murufer: born in Funul; lives in Momis; works at Lezuros
 
 A game is {"seed": int, "type": str, "subject": str}; its question asks for an entity two relations
-away from the subject, e.g. "Where is the employer of Govun based?" (Govun works at Delosi, which is
-based in the answer). Six question types: hq, birth_region, founder, mayor (about a person),
+away from the subject, e.g. "Where is the employer of Murufer based?" (Murufer works at Lezuros, which
+is based in the answer). Six question types: hq, birth_region, founder, mayor (about a person),
 founder_birth, company_region (about a company).
 
-Observations (at most 200 characters) start with the question line "Q: ...", followed by
+Observations (at most 200 characters) end with the question line "Q: ...", after
   - "R: " lines: search results, the top BM25 documents (as many of the top 3 as fit), or
-  - one "D: " line: a document opened through a link,
-  - "Nothing happens." after an action that is not understood, or "No results.".
+  - one "D: " line: a document opened through a link, or
+  - "Nothing happens." (an action that is not understood; the links stay), "No results.", "Answered ...".
 Every entity mentioned after a relation phrase carries a link number [k], numbered through the observation.
-The first observation shows the results of searching the question text.
+The first observation shows the results of searching the question text, e.g.
+
+    R: Murufer: born in [1] Funul; lives in [2] Momis; works at [3] Lezuros
+    R: Pubo: run by [4] Neter; based in [5] Vuzel; founded by [6] Murufer
+    Q: Where is the employer of Murufer based?
+
+after search[#3]:
+
+    D: Lezuros: run by [1] Letosan; based in [2] Raben; founded by [3] Bagen
+    Q: Where is the employer of Murufer based?
+
+and answer[#2] answers Raben, correctly.
 
 Actions (one line; the model writes it after format_prompt(obs) = obs + "\\n> "):
   search[#k]     open the document of link k (it becomes the observation as a "D: " line)
@@ -31,7 +42,7 @@ Anything else: "Nothing happens." (the step still counts). info["admissible"] li
 answer[#k] for the current links (text forms are always allowed too).
 
 Reward 1.0 when the answer is correct, else 0.0; info["success"] once done. An episode ends at the
-answer or after MAX_STEPS (6) steps. The expert (expert(obs)) solves every game in two steps.
+answer or after MAX_STEPS (6) steps. expert(obs), a scripted policy, solves every game in two steps.
 Rollouts: python3 -m micro_deepsearchqa.rollouts --checkpoint DIR --data /workspace/data/train.jsonl --n 512 --out F
 """
 

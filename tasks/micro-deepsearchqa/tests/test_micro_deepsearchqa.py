@@ -74,14 +74,16 @@ class Env(unittest.TestCase):
         env = make_env()
         obs, info = env.reset(game["seed"], options=game)
         self.assertEqual(info["task_type"], game["type"])
-        self.assertTrue(obs.startswith("Q: ") and game["subject"] in obs.split("\n")[0])
+        question = obs.split("\n")[-1]
+        self.assertTrue(question.startswith("Q: ") and game["subject"] in question)
+        self.assertTrue(obs.startswith(f"R: {game['subject']}: "))
         self.assertIn("search[#1]", info["admissible"])
         for bad in ("", "jump", "search[#99]", "answer[#0]", "\u00e9"):
             obs2, reward, done, info = env.step(bad)
             self.assertFalse(done)
             self.assertEqual(reward, 0.0)
             self.assertIn("Nothing happens.", obs2)
-            self.assertTrue(obs2.startswith(obs.split("\n")[0]))
+            self.assertTrue(obs2.endswith("\n" + question))
         env = make_env()
         env.reset(game["seed"], options=game)
         obs, _, done, _ = env.step(f"search[{game['subject']}]")
