@@ -1,0 +1,178 @@
+"""Checks of micro-webshop that run in well under a minute on a CPU.
+
+    /usr/bin/python3 tasks/micro-webshop/tests/test_micro_webshop.py
+
+Builds its own library folder (symlinks microlm and micro_webshop, as the sandbox
+mounts them), so no PYTHONPATH is needed.
+"""
+
+import atexit
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TASK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIB = tempfile.mkdtemp(prefix="a2rl-lib-")
+atexit.register(shutil.rmtree, LIB)
+os.symlink(os.path.join(os.path.dirname(TASK), "microlm"), os.path.join(LIB, "microlm"))
+os.symlink(os.path.join(TASK, "env"), os.path.join(LIB, "micro_webshop"))
+sys.path.insert(0, LIB)
+
+import torch  # noqa: E402
+
+from microlm import checkpoint, episodes  # noqa: E402
+import micro_webshop as ws  # noqa: E402
+
+BASE = os.path.join(TASK, "model")
+torch.set_num_threads(1)
+
+
+def run(args):
+    env = dict(os.environ, PYTHONPATH=LIB)
+    return subprocess.run([sys.executable] + args, cwd=TASK, env=env, capture_output=True, text=True)
+
+
+def load(rel):
+    with open(os.path.join(TASK, rel)) as f:
+        return [json.loads(line) for line in f]
+
+
+TRAIN, PUBLIC, PRIVATE = load("data/train.jsonl"), load("eval/public.jsonl"), load("eval/private.jsonl")
+
+
+def play_policy(policy, game):
+    env = ws.make_env()
+    obs, info = env.reset(game["seed"], options=game)
+    trace = [(obs, info)]
+    for _ in range(ws.MAX_STEPS):
+        obs, reward, done, info = env.step(policy(obs))
+        trace.append((obs, info))
+        if done:
+            return info["success"], reward, trace
+    return False, 0.0, trace
+
+
+class Env(unittest.TestCase):
+    def test_expert_solves_every_game_with_admissible_actions(self):
+        for game in TRAIN + PUBLIC + PRIVATE:
+            env = ws.make_env()
+            obs, info = env.reset(game["seed"], options=game)
+            self.assertEqual(info["task_type"], game["type"])
+            for steps in range(1, ws.MAX_STEPS + 1):
+                action = ws.expert(obs)
+                self.assertIn(action, info["admissible"], obs)
+                self.assertLessEqual(len(obs), 160)
+                obs, reward, done, info = env.step(action)
+                self.assertIn("admissible", info)
+                if done:
+                    break
+            self.assertTrue(done and info["success"] and reward == 1.0, game)
+            self.assertEqual(steps, 4)
+
+    def test_habit_demonstrator_succeeds_sometimes_and_its_habit_rarely(self):
+        rng = random.Random(0)
+        mixed = sum(play_policy(lambda o: ws.habit_expert(o, rng, 0.35), g)[0] for g in TRAIN[:1000]) / 1000
+        habit = sum(play_policy(lambda o: ws.habit_expert(o, rng, 0.0), g)[0] for g in TRAIN[:1000]) / 1000
+        self.assertTrue(0.2 <= mixed <= 0.4, mixed)
+        self.assertTrue(0.03 <= habit <= 0.15, habit)
+        for game in TRAIN[:50]:
+            obs, _ = ws.make_env().reset(game["seed"], options=game)
+            self.assertAlmostEqual(sum(p for _, p in ws.habit_policy(obs, 0.35)), 1.0)
+
+    def test_pages_invalid_actions_and_back(self):
+        env = ws.make_env()
+        obs, info = env.reset(7, options={"seed": 7, "colour": "red", "material": "silk", "type": "coat"})
+        self.assertTrue(obs.startswith("red silk coat, size ") and obs.endswith(" | search"), obs)
+        self.assertEqual(info["admissible"], ["search[red silk coat]"])
+        for bad in ("", "click[1]", "buy", "search[]", "search[red silk coat", "click[buy]"):
+            nobs, reward, done, info = env.step(bad)
+            self.assertEqual((nobs, reward, done), ("nothing happens. " + obs, 0.0, False))
+        results, _, _, info = env.step("search[red silk coat]")
+        self.assertIn("red silk coat $", results)
+        self.assertEqual(info["admissible"][-1], "click[back]")
+        product, _, _, info = env.step("click[1]")
+        self.assertNotIn("click[buy]", info["admissible"])
+        self.assertEqual(env.step("click[back]")[0], results)
+        self.assertEqual(env.step("click[back]")[0], obs)
+        self.assertEqual(env.step("search[zebra]")[0], obs.replace(" | search", " | no results"))
+
+    def test_reset_is_deterministic_and_games_vary(self):
+        game = TRAIN[0]
+        first = play_policy(ws.expert, game)[2]
+        self.assertEqual(first, play_policy(ws.expert, game)[2])
+        self.assertGreater(len({ws.make_env().reset(g["seed"], options=g)[0] for g in TRAIN[:100]}), 90)
+
+    def test_reward(self):
+        goal = {"colour": "red", "material": "cotton", "type": "shirt", "size": "m", "budget": 30}
+        p = lambda c, m, t, price: {"colour": c, "material": m, "type": t, "price": price}
+        self.assertEqual(ws.purchase_reward(p("red", "cotton", "shirt", 24), "m", goal), 1.0)
+        self.assertEqual(ws.purchase_reward(p("red", "cotton", "shirt", 24), "l", goal), 0.45)
+        self.assertEqual(ws.purchase_reward(p("red", "cotton", "dress", 24), "m", goal), 0.0)
+        self.assertEqual(ws.purchase_reward(p("red", "wool", "shirt", 44), "m", goal), 0.3333)
+        self.assertEqual(ws.purchase_reward(p("red", "wool", "shirt", 24), "m", goal), 0.6667)
+
+    def test_eval_products_never_asked_for_in_training(self):
+        key = lambda g: (g["colour"], g["material"], g["type"])
+        train, public, private = ({key(g) for g in split} for split in (TRAIN, PUBLIC, PRIVATE))
+        self.assertFalse(train & public or train & private or public & private)
+        self.assertEqual((len(public), len(private), len(PUBLIC), len(PRIVATE)), (12, 12, 150, 150))
+
+    def test_generate_is_reproducible(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(run(["generate.py", "--out-dir", d]).returncode, 0)
+            for rel in ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl"):
+                with open(os.path.join(d, rel), "rb") as a, open(os.path.join(TASK, rel), "rb") as b:
+                    self.assertEqual(a.read(), b.read(), rel)
+
+
+class Model(unittest.TestCase):
+    def test_grader_scores_base_model_in_range(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "score.json")
+            proc = run(["grader/grade.py", "--checkpoint", BASE, "--eval-dir", "eval", "--out", out])
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(out) as f:
+                score = json.load(f)
+        for split in ("public", "private"):
+            self.assertTrue(3 <= score[split]["score"] <= 15, score)
+            self.assertEqual(score[split]["total"], 150)
+
+    def test_greedy_play_is_deterministic(self):
+        model = checkpoint.load(BASE)
+        games = PUBLIC[:20]
+        play = lambda: episodes.play(model, [ws.make_env() for _ in games], games, ws.format_prompt, ws.MAX_STEPS, ws.MAX_NEW_TOKENS)
+        first = play()
+        self.assertEqual(first, play())
+        self.assertTrue(all(r["steps"][0]["action"] == ws.expert(r["steps"][0]["observation"]) for r in first))
+
+    def test_grader_rejects_bad_checkpoint(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "score.json")
+            proc = run(["grader/grade.py", "--checkpoint", d, "--eval-dir", "eval", "--out", out])
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("invalid checkpoint", proc.stderr)
+            self.assertFalse(os.path.exists(out))
+
+    def test_rollouts(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "r.jsonl")
+            args = ["-m", "micro_webshop.rollouts", "--checkpoint", BASE, "--data", "data/train.jsonl",
+                    "--n", "16", "--group-size", "4", "--seed", "3", "--out", out]
+            proc = run(args)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            summary = json.loads(proc.stdout.strip().splitlines()[-1])
+            self.assertEqual(summary["episodes"], 16)
+            with open(out) as f:
+                rows = [json.loads(line) for line in f]
+            self.assertEqual(len({r["game_index"] for r in rows}), 4)
+            self.assertTrue(all(isinstance(r["success"], bool) and r["steps"] for r in rows))
+            self.assertAlmostEqual(summary["success_rate"], sum(r["success"] for r in rows) / 16, places=4)
+
+
+if __name__ == "__main__":
+    unittest.main()
