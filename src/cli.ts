@@ -343,11 +343,11 @@ Any MCP client (mcpServers JSON; clients that only speak HTTP+SSE use ${sseUrl})
 
 program
   .command('demo')
-  .description("run tasks' oracles end to end through the MCP server and print the results (default: every static task)")
+  .description("run tasks' oracles end to end through the MCP server and print the results (default: every task)")
   .option('--task <id...>', 'tasks to run', (value: string, previous: string[] = []) => [...previous, taskOption(value)])
   .option('--budget <spec>', 'limits over each task default', budgetOption)
   .action(async (options: { task?: string[]; budget?: string }) => {
-    const tasks = options.task ?? listTaskIds().filter((id) => getTask(id).level <= 2);
+    const tasks = options.task ?? listTaskIds();
     const summaries = [];
     for (const task of tasks) summaries.push(await runDemo({ task, home: home(), budget: options.budget }));
     process.stdout.write(`${formatSummaryTable(summaries)}\n`);
