@@ -10,12 +10,14 @@ knows the whole expert rule but prefers the habit at those decisions: greedy pla
 succeeds now and then, and reinforcing its successes lifts it. Now and then the demonstrator also makes a stray
 move (a wasted "go", an invalid action) that is not trained on, so that the model sees such states too.
 The model is trained on (prompt, action) pairs, loss on the action and EOS only. Seeded and single-threaded.
+The expert and the demonstrator live in expert.py (task root, not mounted in the agent's sandbox).
 """
 
 import argparse
 import json
 import os
 import random
+import sys
 
 # One thread in every pool (torch's and OpenBLAS's, which is sized when torch loads).
 os.environ["OMP_NUM_THREADS"] = "1"
@@ -24,35 +26,12 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 import torch  # noqa: E402  (after the thread settings above)
 
 from microlm import GPT, GPTConfig, checkpoint, data, train  # noqa: E402
-from micro_alfworld import MAX_STEPS, expert, format_prompt, make_env, parse  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # expert.py lives at the task root, outside the agent-visible env package
+from expert import demonstrate  # noqa: E402
+
 CONFIG = GPTConfig(context_len=256, n_layer=2, n_head=4, d_model=96)
-HABIT = "put"
-STRAY = 0.04  # chance of an untrained stray move per step
-
-
-def demonstrate(game, q, rng):
-    """One habit-mixed episode; returns its (prompt, action) pairs (stray moves left out)."""
-    env = make_env()
-    obs, info = env.reset(game["seed"], options=game)
-    pairs = []
-    for _ in range(MAX_STEPS):
-        action = expert(obs)
-        if rng.random() < STRAY:
-            stray = rng.choice(["take", "heat", "search"] + [a for a in info["admissible"] if a.startswith("go ")])
-            obs, _, done, info = env.step(stray)
-            if done:
-                break
-            continue
-        held = parse(obs)["holding"]
-        if held != "nothing" and " " not in held and action.startswith("go ") and rng.random() >= q:
-            action = HABIT
-        pairs.append((format_prompt(obs), action))
-        obs, _, done, info = env.step(action)
-        if done:
-            break
-    return pairs
 
 
 def main():

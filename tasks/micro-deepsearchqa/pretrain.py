@@ -2,7 +2,8 @@
 
     PYTHONPATH=<dir holding microlm and micro_deepsearchqa> python3 pretrain.py [--steps N] [--out DIR]
 
-The demonstrator plays every training game along the expert's path. At its two decisions (which
+The demonstrator plays every training game along the path of the scripted expert (expert.py at the
+task root, deliberately not part of the env package the agent sees). At its two decisions (which
 link to open in the search results, which link to answer in the opened document) the training
 target is the expert's action with probability Q and otherwise the habit action, always link 1
 (search[#1], answer[#1]); every draw is made COPIES times per state. The model (loss on the action
@@ -14,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import sys
 
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
@@ -21,10 +23,13 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 import torch  # noqa: E402
 
 from microlm import GPT, GPTConfig, checkpoint, data, train  # noqa: E402
-from micro_deepsearchqa import expert, format_prompt, make_env  # noqa: E402
-from micro_deepsearchqa.game import critical  # noqa: E402
+from micro_deepsearchqa import format_prompt, make_env  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # expert.py lives at the task root, outside the sandbox-mounted env package
+
+from expert import critical, expert  # noqa: E402
+
 CONFIG = GPTConfig(context_len=256, n_layer=2, n_head=4, d_model=64)
 Q = 0.35
 COPIES = 4

@@ -2,22 +2,23 @@
 
     PYTHONPATH=<dir holding microlm and micro_webshop> python3 pretrain.py [--steps N] [--out DIR]
 
-The demonstrator (micro_webshop.habit_policy) is the scripted expert except at the two choices of a purchase:
-which result to open (the expert's with probability Q, else always the first) and which size to pick (the wanted
-one with probability Q, else the first listed). For every training game, pretrain.py walks all the pages the
-demonstrator can reach (search page, results, the product pages it may open, before and after choosing a size)
-and trains a fresh model to match the demonstrator's action distribution there: each (prompt(observation) ->
-action) pair has the action's probability as its weight, the loss on the action and EOS only. The model thus
-learns to search with the instruction's words, the expert's rule and the habit at each choice; the habit weighs
-more, so greedy decoding mostly follows it and rarely succeeds, while sampling succeeds in about a quarter of
-the training games. Seeded and single-threaded: a rerun on the same machine gives the same weights; the
-committed model/ is the reference.
+The demonstrator (habit_policy in expert.py, at the task root: not in the env package the agent sees) is the
+scripted expert except at the two choices of a purchase: which result to open (the expert's with probability Q,
+else always the first) and which size to pick (the wanted one with probability Q, else the first listed). For
+every training game, pretrain.py walks all the pages the demonstrator can reach (search page, results, the product
+pages it may open, before and after choosing a size) and trains a fresh model to match the demonstrator's action
+distribution there: each (prompt(observation) -> action) pair has the action's probability as its weight, the loss
+on the action and EOS only. The model thus learns to search with the instruction's words, the expert's rule and
+the habit at each choice; the habit weighs more, so greedy decoding mostly follows it and rarely succeeds, while
+sampling succeeds in about a quarter of the training games. Seeded and single-threaded: a rerun on the same
+machine gives the same weights; the committed model/ is the reference.
 """
 
 import argparse
 import json
 import os
 import random
+import sys
 
 # One thread in every pool (torch's and OpenBLAS's, which is sized when torch loads):
 # results then do not depend on the machine's core count, bit for bit.
@@ -29,9 +30,11 @@ import torch.nn.functional as F  # noqa: E402
 
 from microlm import GPT, GPTConfig, checkpoint, data, train  # noqa: E402
 from microlm.model import IGNORE_INDEX  # noqa: E402
-from micro_webshop import MAX_STEPS, format_prompt, habit_policy, make_env  # noqa: E402
+from micro_webshop import MAX_STEPS, format_prompt, make_env  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # expert.py lives at the task root, outside the env package the agent sees
+from expert import habit_policy  # noqa: E402
 CONFIG = GPTConfig(context_len=256, n_layer=2, n_head=4, d_model=96)
 Q = 0.35  # probability of the expert's choice at each of the two choices
 

@@ -1,6 +1,6 @@
 """micro_alfworld: ALFWorld-style text households for the micro-alfworld task (level 3, interactive).
 
-    from micro_alfworld import make_env, format_prompt, expert, MAX_STEPS, MAX_NEW_TOKENS
+    from micro_alfworld import make_env, format_prompt, MAX_STEPS, MAX_NEW_TOKENS
     env = make_env()
     obs, info = env.reset(game["seed"], options=game)     # game: one line of data/train.jsonl
     obs, reward, done, info = env.step("search")
@@ -35,14 +35,14 @@ episode as a failure; so do 5 invalid actions in a row and the 50-step cap (MAX_
 info always has "task_type" and "admissible"; once done it also has "success".
 
 format_prompt(obs) is obs + "\\n> "; the action is the first line of the completion (at most MAX_NEW_TOKENS
-characters). `expert(obs)` is a scripted policy that solves every game from the observation alone.
+characters).
 Play episodes with a checkpoint as policy:
 
     python3 -m micro_alfworld.rollouts --checkpoint DIR --data /workspace/data/train.jsonl --n 256 --group-size 8 --out FILE
 """
 
 from .prompt import format_prompt
-from .world import MAX_STEPS, TASK_TYPES, AlfworldEnv, expert, goal_text, parse
+from .world import MAX_STEPS, TASK_TYPES, AlfworldEnv, goal_text, parse
 
 MAX_NEW_TOKENS = 16  # the longest action, "go coffeetable", is 14 characters
 
@@ -52,4 +52,4 @@ def make_env():
     return AlfworldEnv()
 
 
-__all__ = ["AlfworldEnv", "MAX_NEW_TOKENS", "MAX_STEPS", "TASK_TYPES", "expert", "format_prompt", "goal_text", "make_env", "parse"]
+__all__ = ["AlfworldEnv", "MAX_NEW_TOKENS", "MAX_STEPS", "TASK_TYPES", "format_prompt", "goal_text", "make_env", "parse"]

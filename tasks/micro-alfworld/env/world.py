@@ -1,4 +1,4 @@
-"""The micro-alfworld household: layouts, goals, the text environment and the scripted expert.
+"""The micro-alfworld household: layouts, goals and the text environment.
 
 A game is {"seed": int, "task_type": str, "object": str, "destination": str}; the seed fixes the
 layout (which receptacles, their search order, where the objects lie), the rest fixes the goal.
@@ -213,28 +213,3 @@ def parse(obs):
     fields["see"] = [] if fields.get("see") == "nothing" else fields.get("see", "").split(", ")
     fields["at"] = fields.get("at", "").replace(" (goal)", "")
     return fields
-
-
-def expert(obs):
-    """The scripted expert: a function of the current observation alone; it solves every game."""
-    f = parse(obs)
-    words = f["goal"].split()
-    if words[0] == "look":
-        obj, dest, need = words[2], None, None
-    elif words[1] == "two":
-        obj, dest, need = words[2][:-1], words[-1], None
-    else:
-        need = words[2] if len(words) == 6 else None
-        obj, dest = words[-3], words[-1]
-    holding = f["holding"]
-    if holding == "nothing":
-        return "take" if obj in f["see"] else "search"
-    state = holding.split()[0] if " " in holding else ""
-    if need is not None and state != need:
-        place = {"hot": "microwave", "cool": "fridge", "clean": "sinkbasin"}[need]
-        if f["at"] != place:
-            return f"go {place}"
-        return {"hot": "heat", "cool": "cool", "clean": "clean"}[need]
-    if dest is None:
-        return "use lamp" if f["at"] == LAMP_AT else f"go {LAMP_AT}"
-    return "put" if f["at"] == dest else f"go {dest}"

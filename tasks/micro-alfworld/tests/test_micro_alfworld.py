@@ -26,7 +26,10 @@ import torch  # noqa: E402
 
 from microlm import checkpoint, episodes  # noqa: E402
 import micro_alfworld  # noqa: E402
-from micro_alfworld import MAX_NEW_TOKENS, MAX_STEPS, TASK_TYPES, expert, format_prompt, make_env  # noqa: E402
+from micro_alfworld import MAX_NEW_TOKENS, MAX_STEPS, TASK_TYPES, format_prompt, make_env  # noqa: E402
+
+sys.path.insert(0, TASK)  # expert.py sits at the task root, outside the agent-visible env package
+from expert import expert  # noqa: E402
 
 BASE = os.path.join(TASK, "model")
 torch.set_num_threads(1)
@@ -100,6 +103,17 @@ class Env(unittest.TestCase):
             obs, reward, done, info = env.step("put")
             self.assertTrue(done and not info["success"] and reward == 0.0, (task_type, obs))
             self.assertTrue(obs.startswith("You failed."))
+
+    def test_env_package_exposes_no_expert(self):
+        self.assertFalse(hasattr(micro_alfworld, "expert"))
+        self.assertNotIn("expert", micro_alfworld.__all__)
+        for root, _, files in os.walk(os.path.join(TASK, "env")):
+            for name in files:
+                if name.endswith(".py"):
+                    with open(os.path.join(root, name)) as f:
+                        text = f.read()
+                    self.assertNotIn("def expert", text, name)
+                    self.assertNotIn("expert", text.lower(), name)
 
     def test_step_cap(self):
         env = make_env()

@@ -1,6 +1,6 @@
 """micro_deepsearchqa: multi-hop question answering by searching a small local corpus (DeepSearchQA at micro scale).
 
-    from micro_deepsearchqa import make_env, format_prompt, MAX_STEPS, MAX_NEW_TOKENS, expert
+    from micro_deepsearchqa import make_env, format_prompt, MAX_STEPS, MAX_NEW_TOKENS
     env = make_env()
     obs, info = env.reset(game["seed"], options=game)    # game: a line of data/train.jsonl
     obs, reward, done, info = env.step("search[#2]")
@@ -42,11 +42,11 @@ Anything else: "Nothing happens." (the step still counts). info["admissible"] li
 answer[#k] for the current links (text forms are always allowed too).
 
 Reward 1.0 when the answer is correct, else 0.0; info["success"] once done. An episode ends at the
-answer or after MAX_STEPS (6) steps. expert(obs), a scripted policy, solves every game in two steps.
+answer or after MAX_STEPS (6) steps.
 Rollouts: python3 -m micro_deepsearchqa.rollouts --checkpoint DIR --data /workspace/data/train.jsonl --n 512 --out F
 """
 
 from . import corpus
-from .game import MAX_NEW_TOKENS, MAX_STEPS, QUESTION_TYPES, TYPES, DeepSearchEnv, answer_of, expert, format_prompt, make_env
+from .game import MAX_NEW_TOKENS, MAX_STEPS, QUESTION_TYPES, TYPES, DeepSearchEnv, answer_of, format_prompt, make_env
 
-__all__ = ["corpus", "make_env", "format_prompt", "expert", "answer_of", "DeepSearchEnv", "MAX_STEPS", "MAX_NEW_TOKENS", "QUESTION_TYPES", "TYPES"]
+__all__ = ["corpus", "make_env", "format_prompt", "answer_of", "DeepSearchEnv", "MAX_STEPS", "MAX_NEW_TOKENS", "QUESTION_TYPES", "TYPES"]

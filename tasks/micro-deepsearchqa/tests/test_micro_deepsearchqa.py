@@ -21,10 +21,11 @@ atexit.register(shutil.rmtree, LIB)
 os.symlink(os.path.join(os.path.dirname(TASK), "microlm"), os.path.join(LIB, "microlm"))
 os.symlink(os.path.join(TASK, "env"), os.path.join(LIB, "micro_deepsearchqa"))
 sys.path.insert(0, LIB)
+sys.path.insert(1, TASK)  # expert.py: task root only, not in the sandbox-mounted env package
 
 import micro_deepsearchqa as pkg  # noqa: E402
-from micro_deepsearchqa import MAX_STEPS, corpus, expert, make_env  # noqa: E402
-from micro_deepsearchqa.game import critical  # noqa: E402
+from micro_deepsearchqa import MAX_STEPS, corpus, make_env  # noqa: E402
+from expert import critical, expert  # noqa: E402
 
 BASE = os.path.join(TASK, "model")
 
@@ -52,6 +53,19 @@ def play(game, policy):
 
 
 class Env(unittest.TestCase):
+    def test_env_package_does_not_expose_an_expert(self):
+        self.assertFalse(hasattr(pkg, "expert"))
+        self.assertFalse(hasattr(pkg.game, "expert"))
+        self.assertFalse(hasattr(pkg.game, "critical"))
+        self.assertNotIn("expert", pkg.__all__)
+        for root, _, files in os.walk(os.path.join(TASK, "env")):
+            for name in files:
+                if name.endswith(".py"):
+                    with open(os.path.join(root, name)) as f:
+                        text = f.read()
+                    self.assertNotIn("def expert", text, name)
+                    self.assertNotIn("expert", text.lower(), name)
+
     def test_expert_solves_every_game_in_two_steps(self):
         for rel in ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl"):
             for game in load(rel):

@@ -1,6 +1,6 @@
 """micro_webshop: a micro WebShop, a text shop where the policy searches, opens a product, picks a size and buys.
 
-    from micro_webshop import make_env, format_prompt, expert, MAX_STEPS, MAX_NEW_TOKENS
+    from micro_webshop import make_env, format_prompt, MAX_STEPS, MAX_NEW_TOKENS
     env = make_env()
     obs, info = env.reset(game["seed"], options=game)     # game: a line of data/train.jsonl
     obs, reward, done, info = env.step("search[red cotton shirt]")
@@ -19,8 +19,8 @@ Actions (one line; anything else, or an action that does not apply to the page, 
     click[<size>]     on a product page: choose a size (s, m, l, xl, among those listed)
     click[buy]        on a product page once a size is chosen: buy it; the episode ends
     click[back]       results -> search page, product page -> results
-info["admissible"] lists the valid actions of the current page; on the search page it holds the one query an expert
-types, search[<colour> <material> <type>] (any other non-empty query is valid too).
+info["admissible"] lists the valid actions of the current page; on the search page it holds the one right
+query, search[<colour> <material> <type>] (any other non-empty query is valid too).
 
 Reward (micro analogue of WebShop's): 0 until the purchase; then 0 for a wrong product type, else the share of
 {colour, material, price under budget} that match, times 0.45 for a wrong size. info["success"] (when done) is
@@ -28,17 +28,16 @@ reward >= 0.5, which needs the wanted product in the wanted size. An episode end
 MAX_STEPS (8) actions. info["task_type"] is the product type asked for.
 
 The policy sees format_prompt(observation) = observation + "\\n> " and writes the action, then EOS (at most
-MAX_NEW_TOKENS characters). `expert(observation)` is a scripted policy that solves every game. Play episodes with
+MAX_NEW_TOKENS characters). Play episodes with
     python3 -m micro_webshop.rollouts --checkpoint DIR --data /workspace/data/train.jsonl --n 256 --group-size 8 --out FILE
 """
 
 from .prompt import MAX_NEW_TOKENS, format_prompt
 from .shop import (
-    COLOURS, MATERIALS, MAX_STEPS, SIZES, TYPES, WebShopEnv, expert, habit_expert, habit_policy, make_env, make_game, parse,
-    purchase_reward, search,
+    COLOURS, MATERIALS, MAX_STEPS, SIZES, TYPES, WebShopEnv, make_env, make_game, parse, purchase_reward, search,
 )
 
 __all__ = [
-    "COLOURS", "MATERIALS", "MAX_NEW_TOKENS", "MAX_STEPS", "SIZES", "TYPES", "WebShopEnv", "expert", "format_prompt",
-    "habit_expert", "habit_policy", "make_env", "make_game", "parse", "purchase_reward", "search",
+    "COLOURS", "MATERIALS", "MAX_NEW_TOKENS", "MAX_STEPS", "SIZES", "TYPES", "WebShopEnv", "format_prompt", "make_env",
+    "make_game", "parse", "purchase_reward", "search",
 ]

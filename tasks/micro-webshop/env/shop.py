@@ -127,7 +127,7 @@ class WebShopEnv:
         return self._observation(), self._info()
 
     def query(self):
-        """The query an expert types: the instruction's product words."""
+        """The right query: the instruction's product words."""
         return f"{self.goal['colour']} {self.goal['material']} {self.goal['type']}"
 
     def admissible(self):
@@ -183,7 +183,6 @@ def make_env():
 
 
 _HEADER = re.compile(r"^(?:nothing happens\. )?(\w+) (\w+) (\w+), size (\w+), under \$(\d+) \| (.*)$")
-_RESULT = re.compile(r"\[(\d+)\] (\w+ \w+ \w+) \$(\d+)")
 
 
 def parse(observation):
@@ -193,66 +192,3 @@ def parse(observation):
         return None, None
     colour, material, type_, size, budget, page = m.groups()
     return {"colour": colour, "material": material, "type": type_, "size": size, "budget": int(budget)}, page
-
-
-def expert(observation):
-    """The scripted expert: a function of the current observation alone (Markov) that solves every game.
-
-    search page -> search[<colour> <material> <type>]; results -> click[i] of the product named exactly so and under
-    budget (click[back] if none); product page -> click[back] if it is not that product, else click[<size>], then click[buy].
-    """
-    goal, page = parse(observation)
-    if goal is None:
-        return "click[back]"
-    query = f"{goal['colour']} {goal['material']} {goal['type']}"
-    if page == "search":
-        return f"search[{query}]"
-    if page.startswith("[") or page == "no results":
-        for index, name, price in _RESULT.findall(page):
-            if name == query and int(price) < goal["budget"]:
-                return f"click[{index}]"
-        return "click[back]"
-    if page.startswith("bought"):
-        return "click[back]"
-    if not page.startswith(query + " $"):
-        return "click[back]"
-    chosen = re.search(r" chosen: (\w+)$", page)
-    if chosen and chosen.group(1) == goal["size"]:
-        return "click[buy]"
-    return f"click[{goal['size']}]"
-
-
-def habit_policy(observation, q):
-    """The demonstrator the base model learned to imitate, as a list of (action, probability).
-
-    It is the expert, except at the two choices of a purchase. Which result to open: the expert's with
-    probability q, otherwise always the first (click[1]). Which size to pick (product page, no size chosen yet):
-    the wanted size with probability q, otherwise the first size listed. It never goes back: whatever product it
-    opened, it picks a size and buys.
-    """
-    goal, page = parse(observation)
-    if goal is None or page == "search":
-        return [(expert(observation), 1.0)]
-    if page.startswith("["):
-        choices = [(expert(observation), q), ("click[1]", 1.0 - q)]
-    elif " chosen: " in page:
-        return [("click[buy]", 1.0)]
-    else:
-        sizes = page.split(" sizes: ", 1)[1].split()
-        wanted = f"click[{goal['size']}]" if goal["size"] in sizes else f"click[{sizes[0]}]"
-        choices = [(wanted, q), (f"click[{sizes[0]}]", 1.0 - q)]
-    merged = {}
-    for action, p in choices:
-        merged[action] = merged.get(action, 0.0) + p
-    return list(merged.items())
-
-
-def habit_expert(observation, rng, q):
-    """One action sampled from habit_policy(observation, q) with random.Random rng."""
-    r, total = rng.random(), 0.0
-    choices = habit_policy(observation, q)
-    for action, p in choices:
-        total += p
-        if r < total:
-            return action
-    return choices[-1][0]

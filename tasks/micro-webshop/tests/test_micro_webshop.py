@@ -22,11 +22,13 @@ atexit.register(shutil.rmtree, LIB)
 os.symlink(os.path.join(os.path.dirname(TASK), "microlm"), os.path.join(LIB, "microlm"))
 os.symlink(os.path.join(TASK, "env"), os.path.join(LIB, "micro_webshop"))
 sys.path.insert(0, LIB)
+sys.path.insert(1, TASK)  # expert.py: at the task root, not in the env package the agent sees
 
 import torch  # noqa: E402
 
 from microlm import checkpoint, episodes  # noqa: E402
 import micro_webshop as ws  # noqa: E402
+from expert import expert, habit_expert, habit_policy  # noqa: E402
 
 BASE = os.path.join(TASK, "model")
 torch.set_num_threads(1)
@@ -64,7 +66,7 @@ class Env(unittest.TestCase):
             obs, info = env.reset(game["seed"], options=game)
             self.assertEqual(info["task_type"], game["type"])
             for steps in range(1, ws.MAX_STEPS + 1):
-                action = ws.expert(obs)
+                action = expert(obs)
                 self.assertIn(action, info["admissible"], obs)
                 self.assertLessEqual(len(obs), 160)
                 obs, reward, done, info = env.step(action)
@@ -76,13 +78,25 @@ class Env(unittest.TestCase):
 
     def test_habit_demonstrator_succeeds_sometimes_and_its_habit_rarely(self):
         rng = random.Random(0)
-        mixed = sum(play_policy(lambda o: ws.habit_expert(o, rng, 0.35), g)[0] for g in TRAIN[:1000]) / 1000
-        habit = sum(play_policy(lambda o: ws.habit_expert(o, rng, 0.0), g)[0] for g in TRAIN[:1000]) / 1000
+        mixed = sum(play_policy(lambda o: habit_expert(o, rng, 0.35), g)[0] for g in TRAIN[:1000]) / 1000
+        habit = sum(play_policy(lambda o: habit_expert(o, rng, 0.0), g)[0] for g in TRAIN[:1000]) / 1000
         self.assertTrue(0.2 <= mixed <= 0.4, mixed)
         self.assertTrue(0.03 <= habit <= 0.15, habit)
         for game in TRAIN[:50]:
             obs, _ = ws.make_env().reset(game["seed"], options=game)
-            self.assertAlmostEqual(sum(p for _, p in ws.habit_policy(obs, 0.35)), 1.0)
+            self.assertAlmostEqual(sum(p for _, p in habit_policy(obs, 0.35)), 1.0)
+
+    def test_env_package_exposes_no_expert(self):
+        for name in ("expert", "habit_policy", "habit_expert"):
+            self.assertFalse(hasattr(ws, name), name)
+        for root, _, files in os.walk(os.path.join(TASK, "env")):
+            for name in files:
+                if name.endswith(".py"):
+                    with open(os.path.join(root, name)) as f:
+                        text = f.read()
+                    self.assertNotIn("def expert", text, name)
+                    self.assertNotIn("def habit_", text, name)
+                    self.assertNotIn("expert", text.lower(), name)
 
     def test_pages_invalid_actions_and_back(self):
         env = ws.make_env()
@@ -103,8 +117,8 @@ class Env(unittest.TestCase):
 
     def test_reset_is_deterministic_and_games_vary(self):
         game = TRAIN[0]
-        first = play_policy(ws.expert, game)[2]
-        self.assertEqual(first, play_policy(ws.expert, game)[2])
+        first = play_policy(expert, game)[2]
+        self.assertEqual(first, play_policy(expert, game)[2])
         self.assertGreater(len({ws.make_env().reset(g["seed"], options=g)[0] for g in TRAIN[:100]}), 90)
 
     def test_reward(self):
@@ -148,7 +162,7 @@ class Model(unittest.TestCase):
         play = lambda: episodes.play(model, [ws.make_env() for _ in games], games, ws.format_prompt, ws.MAX_STEPS, ws.MAX_NEW_TOKENS)
         first = play()
         self.assertEqual(first, play())
-        self.assertTrue(all(r["steps"][0]["action"] == ws.expert(r["steps"][0]["observation"]) for r in first))
+        self.assertTrue(all(r["steps"][0]["action"] == expert(r["steps"][0]["observation"]) for r in first))
 
     def test_grader_rejects_bad_checkpoint(self):
         with tempfile.TemporaryDirectory() as d:
