@@ -16,7 +16,8 @@ play (temperature 0), and sampling with a given seed, are deterministic. One rec
 where an observation is what the policy saw before acting.
 
 rollouts_main is a task's whole rollout command line (the static tasks' options, see microlm.sampling):
-n episodes over n / group-size distinct training games, group-size episodes per game (the groups GRPO compares).
+n episodes over n / group-size distinct training games, group-size episodes per game (the groups GRPO compares);
+torch runs one thread unless --threads says otherwise.
 
 grade_main is a task's whole grader: it plays every held-out game of EVAL_DIR/{public,private}.jsonl greedily,
 single-threaded (so the same weights always get the same score), and writes per split
@@ -124,6 +125,8 @@ def grade_main(argv, doc, grader_version, make_env, format_prompt, max_steps, ma
 def rollouts_main(argv, prog, doc, make_env, format_prompt, max_steps, max_new_tokens):
     """Parses the rollout command line, plays the episodes and writes them as JSONL; prints the summary."""
     parser = sampling.parser(prog, doc, 'JSONL of training games, {"seed": int, ...}', max_new_tokens=max_new_tokens)
+    # An episode is many small batched generate calls: one torch thread is faster than two and spends half the CPU.
+    parser.set_defaults(threads=1)
     args = parser.parse_args(argv)
     model, items, indices = sampling.prepare(
         args,

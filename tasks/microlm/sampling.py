@@ -41,7 +41,7 @@ def parser(prog, description, data_help, max_new_tokens):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=max_new_tokens, help=f"the grader's limit is {max_new_tokens}")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: %(default)s; None: torch's own choice)")
     p.add_argument("--out", required=True, help="output JSONL path")
     return p
 

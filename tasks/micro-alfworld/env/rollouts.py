@@ -18,11 +18,8 @@ from . import MAX_NEW_TOKENS, MAX_STEPS, format_prompt, make_env
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not any(a == "--threads" or a.startswith("--threads=") for a in argv):
-        argv += ["--threads", "1"]  # one torch thread: faster than two for a model this small, and half the CPU time
     return rollouts_main(argv, "python3 -m micro_alfworld.rollouts", __doc__, make_env, format_prompt, MAX_STEPS, MAX_NEW_TOKENS)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
