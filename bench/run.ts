@@ -14,18 +14,18 @@ import { mkdtempSync } from 'node:fs';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { DockerBackend } from '../sandbox/docker.js';
 import { processStartTime } from '../sandbox/process-tree.js';
-import type { SandboxBackend, SandboxInstance, SandboxSpec } from '../sandbox/sandbox.js';
-import { connectStdio } from '../src/client.js';
-import { Grader } from '../src/grading.js';
-import { JobManager } from '../src/jobs.js';
-import { RubricJudge } from '../src/judge/rubric.js';
-import { createLogger } from '../src/logger.js';
-import { packageRoot } from '../src/paths.js';
-import { Store } from '../src/store.js';
-import { getTask, listTaskIds } from '../src/tasks.js';
-import { executePrograms } from '../src/execution.js';
-import { analyzeRun, loadRunFacts } from '../src/analysis.js';
-import { buildLeaderboard, runResults } from '../src/leaderboard.js';
+import type { SandboxBackend, SandboxInstance, SandboxSpec } from '../sandbox/contract.js';
+import { connectStdio } from '../src/launch/client.js';
+import { Grader } from '../src/grading/grader.js';
+import { JobManager } from '../src/jobs/job-manager.js';
+import { RubricJudge } from '../src/grading/judge/rubric.js';
+import { createLogger } from '../src/util/logger.js';
+import { cliEntry, packageRoot } from '../src/util/paths.js';
+import { Store } from '../src/store/store.js';
+import { getTask, listTaskIds } from '../src/tasks/task.js';
+import { executePrograms } from '../src/grading/execution.js';
+import { analyzeRun, loadRunFacts } from '../src/reports/analysis.js';
+import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
 
 /** Named as a server names itself, so a server starting meanwhile does not sweep the bench's sandboxes as a dead one's. */
 const benchOwner = `${process.pid}-${processStartTime(process.pid)}`;
@@ -174,7 +174,7 @@ async function programSandboxOverhead(home: string, programs: number) {
 
 /** `a2rl serve --http` on a free port of loopback, with its own home. */
 async function startHttpServer(home: string, adminToken: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [join(packageRoot, 'dist', 'src', 'cli.js'), 'serve', '--http', '--port', '0'], {
+  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0'], {
     env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { JobCgroup, sweepCgroups } from './cgroup.js';
 import { processTree, signalAll } from './process-tree.js';
-import type { ExecOptions, ExitStatus, ResourceUsage, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from './sandbox.js';
+import type { ExecOptions, ExitStatus, ResourceUsage, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from './contract.js';
 
 /** The unprivileged identity jobs run as inside the sandbox. */
 const sandboxUid = 1000;

@@ -1,7 +1,7 @@
 import { accessSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { signalAll } from './process-tree.js';
 import { join } from 'node:path';
-import type { ResourceUsage } from './sandbox.js';
+import type { ResourceUsage } from './contract.js';
 
 const controllers = ['memory', 'cpu', 'cpuacct', 'pids'] as const;
 export type Controller = (typeof controllers)[number];

@@ -14,7 +14,7 @@ import type {
   SandboxInstance,
   SandboxProcess,
   SandboxSpec,
-} from './sandbox.js';
+} from './contract.js';
 
 /** The unprivileged identity jobs run as; the images create it (sandbox/images/). */
 export const sandboxUser = { uid: 1000, gid: 1000 };

@@ -1,9 +1,9 @@
 import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { analyzeRun, detectRoute, hyperparametersOf, type RunEvent, type RunFacts } from '../src/analysis.js';
-import { codeSnapshotsOf } from '../src/code-snapshot.js';
-import { parseNvidiaSmi } from '../src/gpu-usage.js';
+import { analyzeRun, detectRoute, hyperparametersOf, type RunEvent, type RunFacts } from '../src/reports/analysis.js';
+import { codeSnapshotsOf } from '../src/store/code-snapshots.js';
+import { parseNvidiaSmi } from '../src/jobs/gpu-usage.js';
 import { tempDir } from './helpers/sandbox.js';
 
 /** A hand-built run record: `at` in seconds from the run's start. */

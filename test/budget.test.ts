@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { budgetReport, formatDuration, parseBudget } from '../src/budget.js';
-import { A2rlError } from '../src/errors.js';
+import { budgetReport, formatDuration, parseBudget } from '../src/tasks/budget.js';
+import { A2rlError } from '../src/util/errors.js';
 
 const defaults = { wallSeconds: 1200, computeSeconds: 900, submissions: 5, rolloutEpisodes: 4000 };
 

@@ -1,7 +1,7 @@
 import { closeSync, ftruncateSync, linkSync, mkdirSync, openSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { diskUsage } from '../src/disk-usage.js';
+import { diskUsage } from '../src/util/disk-usage.js';
 import { tempDir } from './helpers/sandbox.js';
 
 describe('workspace disk usage', () => {

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerBackend, type DockerInstance, labels } from '../sandbox/docker.js';
 import { processStartTime } from '../sandbox/process-tree.js';
-import { Store } from '../src/store.js';
+import { Store } from '../src/store/store.js';
 import { prepareDocker } from './helpers/docker.js';
 import { rawServer, startServer } from './helpers/mcp.js';
 import { defaultLimits, makeSandbox, run, tempDir } from './helpers/sandbox.js';

@@ -1,11 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { analyzeRun, loadRunFacts } from '../src/analysis.js';
-import { loadReplay, playReplay } from '../src/replay.js';
-import { summarizeRun } from '../src/report.js';
-import { Store } from '../src/store.js';
-import { getTask, listTaskIds } from '../src/tasks.js';
+import { analyzeRun, loadRunFacts } from '../src/reports/analysis.js';
+import { loadReplay, playReplay } from '../src/launch/replay.js';
+import { summarizeRun } from '../src/reports/summary.js';
+import { Store } from '../src/store/store.js';
+import { getTask, listTaskIds } from '../src/tasks/task.js';
 import { prepareDocker } from './helpers/docker.js';
 import { startServer } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { cgroupsUnavailableReason } from '../sandbox/cgroup.js';
-import { type ExecutionItem, executePrograms } from '../src/execution.js';
-import { getTask } from '../src/tasks.js';
+import { type ExecutionItem, executePrograms } from '../src/grading/execution.js';
+import { getTask } from '../src/tasks/task.js';
 import { liveOwner, tempDir } from './helpers/sandbox.js';
 
 const task = getTask('micro-humaneval');

@@ -1,11 +1,11 @@
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
-import type { SandboxInstance } from '../sandbox/sandbox.js';
-import { GpuAllocator, parseGpuList } from '../src/gpus.js';
-import { type JobRequest, JobManager } from '../src/jobs.js';
-import { createLogger } from '../src/logger.js';
-import { Store } from '../src/store.js';
+import type { SandboxInstance } from '../sandbox/contract.js';
+import { GpuAllocator, parseGpuList } from '../src/jobs/gpu-allocator.js';
+import { type JobRequest, JobManager } from '../src/jobs/job-manager.js';
+import { createLogger } from '../src/util/logger.js';
+import { Store } from '../src/store/store.js';
 import { defaultLimits, liveOwner, tempDir } from './helpers/sandbox.js';
 
 /** Resolves with what the promise gave, or 'pending' when it has not settled after the queued callbacks ran. */

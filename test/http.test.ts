@@ -6,15 +6,14 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { packageRoot } from '../src/paths.js';
-import { loadReplay, playReplay } from '../src/replay.js';
-import { summarizeRun } from '../src/report.js';
-import { Store } from '../src/store.js';
-import { getTask } from '../src/tasks.js';
+import { cliEntry } from '../src/util/paths.js';
+import { loadReplay, playReplay } from '../src/launch/replay.js';
+import { summarizeRun } from '../src/reports/summary.js';
+import { Store } from '../src/store/store.js';
+import { getTask } from '../src/tasks/task.js';
 import { call, waitJob } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
 
-const cli = join(packageRoot, 'dist/src/cli.js');
 const adminToken = 'test-admin-token';
 /** How long the load test keeps its sessions calling; the issue asks for 60 s, which a 2-core CI machine shares badly. */
 const loadSeconds = Number(process.env.A2RL_LOAD_SECONDS ?? 60);
@@ -31,7 +30,7 @@ async function startHttpServer(
   home: string,
   args: string[] = [],
 ): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null>; stderr: () => string }> {
-  const child = spawn(process.execPath, [cli, 'serve', '--http', '--port', '0', ...args], {
+  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...args], {
     env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -52,7 +51,7 @@ async function startHttpServer(
 }
 
 async function cliRun(home: string, args: string[]): Promise<string> {
-  const { stdout } = await promisify(execFile)(process.execPath, [cli, ...args], { env: { ...process.env, A2RL_HOME: home } });
+  const { stdout } = await promisify(execFile)(process.execPath, [cliEntry, ...args], { env: { ...process.env, A2RL_HOME: home } });
   return stdout;
 }
 

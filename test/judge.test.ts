@@ -1,12 +1,12 @@
 import fc from 'fast-check';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isA2rlError } from '../src/errors.js';
-import { judgeAgainstReferences, type PairwiseQuery } from '../src/judge/judge.js';
-import { judgePrompt, LlmJudge, parsePreference } from '../src/judge/llm.js';
-import { lengthControlledWinRate, winRate } from '../src/judge/win-rate.js';
-import { Store } from '../src/store.js';
-import { getTask } from '../src/tasks.js';
+import { isA2rlError } from '../src/util/errors.js';
+import { judgeAgainstReferences, type PairwiseQuery } from '../src/grading/judge/judge.js';
+import { judgePrompt, LlmJudge, parsePreference } from '../src/grading/judge/llm.js';
+import { lengthControlledWinRate, winRate } from '../src/grading/judge/win-rate.js';
+import { Store } from '../src/store/store.js';
+import { getTask } from '../src/tasks/task.js';
 import { startFakeLlm } from './helpers/fake-llm.js';
 import { call, startServer, waitScore } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';

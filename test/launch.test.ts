@@ -3,15 +3,14 @@ import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } fro
 import { delimiter, dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { tools } from '../tools/index.js';
-import { runAgentOf } from '../src/launch/record.js';
+import { runAgentOf } from '../src/launch/agent-events.js';
 import type { LaunchedRun } from '../src/launch/launcher.js';
-import { packageRoot } from '../src/paths.js';
-import { summarizeRun } from '../src/report.js';
-import { Store } from '../src/store.js';
-import { getTask } from '../src/tasks.js';
+import { cliEntry, packageRoot } from '../src/util/paths.js';
+import { summarizeRun } from '../src/reports/summary.js';
+import { Store } from '../src/store/store.js';
+import { getTask } from '../src/tasks/task.js';
 import { tempDir } from './helpers/sandbox.js';
 
-const cli = join(packageRoot, 'dist', 'src', 'cli.js');
 const standIn = join(packageRoot, 'test', 'fixtures', 'stand-in-agent.mjs');
 const toolNames = tools.map((tool) => tool.name).sort();
 
@@ -62,7 +61,7 @@ interface Exit {
 }
 
 function a2rl(args: string[], env: Record<string, string> = {}, homeDir = home): Promise<Exit> {
-  const child = spawn(process.execPath, [cli, '--home', homeDir, ...args], {
+  const child = spawn(process.execPath, [cliEntry, '--home', homeDir, ...args], {
     env: { ...process.env, PATH: agentPath, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -190,7 +189,7 @@ function expectedArgv(agent: string, runId: string, prompt: string, server: Reco
 
 const stdioServer = (runId: string) => ({
   command: process.execPath,
-  args: [cli, '--home', home, 'serve', '--run', runId, '--judge', 'rubric', '--judge-key-env', 'A2RL_JUDGE_API_KEY'],
+  args: [cliEntry, '--home', home, 'serve', '--run', runId, '--judge', 'rubric', '--judge-key-env', 'A2RL_JUDGE_API_KEY'],
 });
 
 describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
@@ -364,7 +363,7 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
   it("passes the operator's SIGTERM on to the agent's process group: TERM, then KILL after the grace", async () => {
     const child = spawn(
       process.execPath,
-      [cli, '--home', home, 'run', '--task', 'micro-gsm8k', '--json', '--agent', 'gemini-cli', '--grace', '2'],
+      [cliEntry, '--home', home, 'run', '--task', 'micro-gsm8k', '--json', '--agent', 'gemini-cli', '--grace', '2'],
       {
         env: { ...process.env, PATH: agentPath, STAND_IN_REPLAY: instructionsOnly, STAND_IN_IGNORE_TERM: '1' },
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -466,7 +465,7 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
       const project = tempDir('claude-project');
       const config = {
         mcpServers: {
-          a2rl: { command: process.execPath, args: [cli, '--home', tempDir('claude-home'), 'serve', '--task', 'micro-gsm8k'] },
+          a2rl: { command: process.execPath, args: [cliEntry, '--home', tempDir('claude-home'), 'serve', '--task', 'micro-gsm8k'] },
         },
       };
       writeFileSync(join(project, '.mcp.json'), JSON.stringify(config));
@@ -482,7 +481,9 @@ describe('replays', { timeout: 30 * 60_000 }, () => {
 
   it('a2rl replay plays against a run of a remote server (--url, --token), replays what runs to-replay made of it, and exits 1 when an expectation fails', async () => {
     const remote = tempDir('replay-remote');
-    server = spawn(process.execPath, [cli, '--home', remote, 'serve', '--http', '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    server = spawn(process.execPath, [cliEntry, '--home', remote, 'serve', '--http', '--port', '0'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     const url = await new Promise<string>((resolve) => {
       let stderr = '';
       server!.stderr!.on('data', (chunk: Buffer) => {

@@ -4,8 +4,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { packageRoot } from '../src/paths.js';
-import { Store } from '../src/store.js';
+import { cliEntry, packageRoot } from '../src/util/paths.js';
+import { Store } from '../src/store/store.js';
 import { tempDir } from './helpers/sandbox.js';
 import { processTree } from '../sandbox/process-tree.js';
 import { call, rawServer, startServer, tweakScript, waitJob, waitScore } from './helpers/mcp.js';
@@ -496,7 +496,7 @@ describe('stdio transport', () => {
   it('refuses an unknown task, a bad budget or an incomplete judge at the command line', async () => {
     const runCli = (args: string[]) =>
       new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        const child = spawn(process.execPath, [join(packageRoot, 'dist/src/cli.js'), ...args], {
+        const child = spawn(process.execPath, [cliEntry, ...args], {
           env: { ...process.env, A2RL_HOME: tempDir('home') },
         });
         let stderr = '';

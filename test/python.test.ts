@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { tasksRoot } from '../src/paths.js';
-import { listTaskIds } from '../src/tasks.js';
+import { tasksRoot } from '../src/util/paths.js';
+import { listTaskIds } from '../src/tasks/task.js';
 
 // The Python side (microlm, the task packages, generators, graders) has its own unittest suites.
 describe('python task suites', () => {

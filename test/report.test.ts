@@ -4,14 +4,14 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { analyzeRun, loadRunFacts } from '../src/analysis.js';
-import { codeSnapshotsOf, recordCodeSnapshot } from '../src/code-snapshot.js';
-import { exportRun } from '../src/export.js';
-import { bootstrapCi, buildLeaderboard, leaderboardCsv, runResults, standardDeviation } from '../src/leaderboard.js';
-import { writeNarrative } from '../src/narrative.js';
-import { packageRoot } from '../src/paths.js';
-import { Store } from '../src/store.js';
-import { getTask } from '../src/tasks.js';
+import { analyzeRun, loadRunFacts } from '../src/reports/analysis.js';
+import { codeSnapshotsOf, recordCodeSnapshot } from '../src/store/code-snapshots.js';
+import { exportRun } from '../src/reports/export.js';
+import { bootstrapCi, buildLeaderboard, leaderboardCsv, runResults, standardDeviation } from '../src/reports/leaderboard.js';
+import { writeNarrative } from '../src/reports/narrative.js';
+import { cliEntry } from '../src/util/paths.js';
+import { Store } from '../src/store/store.js';
+import { getTask } from '../src/tasks/task.js';
 import { startFakeLlm } from './helpers/fake-llm.js';
 import { tempDir } from './helpers/sandbox.js';
 
@@ -324,22 +324,21 @@ describe('leaderboard', () => {
 
 describe('a2rl report, runs export and leaderboard commands', () => {
   const run = promisify(execFile);
-  const cli = join(packageRoot, 'dist/src/cli.js');
 
   it('print Markdown and JSON, write the leaderboard files, and refuse an unknown run clearly', async () => {
     const { store, home } = newStore();
     seedRun(store, home, { id: 'c1', agent: 'agent-y', submissions: [{ public: 33, private: 30 }] });
     store.close();
-    const md = await run('node', [cli, '--home', home, 'report', 'c1', '--format', 'md']);
+    const md = await run('node', [cliEntry, '--home', home, 'report', 'c1', '--format', 'md']);
     expect(md.stdout).toContain('| best submission (public / private) | sub-1: 33.0 / 30.0 |');
-    const json = JSON.parse((await run('node', [cli, '--home', home, 'report', 'c1', '--format', 'json'])).stdout) as {
+    const json = JSON.parse((await run('node', [cliEntry, '--home', home, 'report', 'c1', '--format', 'json'])).stdout) as {
       metrics: { valid_submissions: number };
     };
     expect(json.metrics.valid_submissions).toBe(1);
     const llm = await startFakeLlm(() => 'It trained once and won.');
     try {
       const narrated = await run('node', [
-        cli,
+        cliEntry,
         '--home',
         home,
         'report',
@@ -357,10 +356,12 @@ describe('a2rl report, runs export and leaderboard commands', () => {
       await llm.close();
     }
     const out = join(home, 'board');
-    await run('node', [cli, '--home', home, 'leaderboard', '--task', 'micro-gsm8k', '--out', out]);
+    await run('node', [cliEntry, '--home', home, 'leaderboard', '--task', 'micro-gsm8k', '--out', out]);
     expect(readFileSync(join(out, 'leaderboard.csv'), 'utf8')).toContain('micro-gsm8k,agent-y,–,1,30.00');
     expect(existsSync(join(out, 'leaderboard.html'))).toBe(true);
-    const missing = await run('node', [cli, '--home', home, 'report', 'nope']).catch((error: { stderr: string; code: number }) => error);
+    const missing = await run('node', [cliEntry, '--home', home, 'report', 'nope']).catch(
+      (error: { stderr: string; code: number }) => error,
+    );
     expect(missing).toMatchObject({ code: 1 });
     expect((missing as { stderr: string }).stderr).toContain('No run "nope"');
   });

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { cgroupsUnavailableReason } from '../sandbox/cgroup.js';
 import { DockerBackend } from '../sandbox/docker.js';
-import type { SandboxBackend, SandboxInstance, SandboxProcess } from '../sandbox/sandbox.js';
+import type { SandboxBackend, SandboxInstance, SandboxProcess } from '../sandbox/contract.js';
 import { prepareDocker } from './helpers/docker.js';
 import { defaultLimits, liveOwner, makeSandbox, run, tempDir } from './helpers/sandbox.js';
 

@@ -2,9 +2,9 @@ import { mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { packageRoot } from '../src/paths.js';
-import { snapshotDirectory } from '../src/snapshot.js';
-import { Store } from '../src/store.js';
+import { packageRoot } from '../src/util/paths.js';
+import { snapshotDirectory } from '../src/store/submission-snapshots.js';
+import { Store } from '../src/store/store.js';
 import { tempDir } from './helpers/sandbox.js';
 
 function newRun(store: Store, id: string): void {
@@ -61,7 +61,7 @@ describe('store', () => {
     newRun(store, 'r1');
     // Four processes submit at once through the built store (the same code the server runs).
     const script = (worker: number) => `
-      const { Store } = await import(${JSON.stringify(join(packageRoot, 'dist/src/store.js'))});
+      const { Store } = await import(${JSON.stringify(join(packageRoot, 'dist/src/store/store.js'))});
       const store = new Store(${JSON.stringify(path)});
       let inserted = 0;
       for (let i = 0; i < 25; i++) {

@@ -3,8 +3,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { isA2rlError } from '../src/errors.js';
-import { maxWriteBytes, normalise, Workspace } from '../src/workspace.js';
+import { isA2rlError } from '../src/util/errors.js';
+import { maxWriteBytes, normalise, Workspace } from '../src/core/workspace.js';
 import { tempDir } from './helpers/sandbox.js';
 
 function snapshot(dir: string): string[] {

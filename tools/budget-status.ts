@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { formatDuration } from '../src/budget.js';
-import { defineTool } from './define.js';
+import { formatDuration } from '../src/tasks/budget.js';
+import { defineTool } from './shared/define.js';
 
 const lineSchema = z.object({ used: z.number(), limit: z.number(), left: z.number() });
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { defineTool } from './define.js';
-import { findJob, isFinished, jobViewSchema, viewJob } from './jobs-view.js';
+import { defineTool } from './shared/define.js';
+import { findJob, isFinished, jobViewSchema, viewJob } from './shared/job-view.js';
 
 export const cancelJobTool = defineTool({
   name: 'cancel_job',

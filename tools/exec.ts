@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { readTail } from '../src/safe-fs.js';
-import { defineTool, shellCommandSchema } from './define.js';
-import { jobId, waitForJob } from './jobs-view.js';
+import { readTail } from '../src/util/safe-fs.js';
+import { defineTool, shellCommandSchema } from './shared/define.js';
+import { jobId, waitForJob } from './shared/job-view.js';
 
 const maxOutputBytes = 16 * 1024;
 /** With the stop grace after it, the answer still comes before clients give up on the call (about 60 s). */

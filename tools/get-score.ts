@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import type { Run } from '../src/run.js';
-import { bestSubmission, gradedSubmissions, parseSubmissionId, type SubmissionView, viewSubmission } from '../src/submissions.js';
-import { A2rlError } from '../src/errors.js';
-import { defineTool, maxWaitSeconds, reportProgress } from './define.js';
+import type { Run } from '../src/core/run.js';
+import { bestSubmission, gradedSubmissions, parseSubmissionId, type SubmissionView, viewSubmission } from '../src/core/submissions.js';
+import { A2rlError } from '../src/util/errors.js';
+import { defineTool, maxWaitSeconds, reportProgress } from './shared/define.js';
 
 const submissionSchema = z.object({
   submission_id: z.string(),

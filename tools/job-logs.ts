@@ -1,7 +1,7 @@
 import { closeSync, openSync, readSync } from 'node:fs';
 import { z } from 'zod';
-import { defineTool } from './define.js';
-import { findJob } from './jobs-view.js';
+import { defineTool } from './shared/define.js';
+import { findJob } from './shared/job-view.js';
 
 const maxLines = 1000;
 const maxLineChars = 2000;

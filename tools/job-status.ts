@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { defineTool, maxWaitSeconds } from './define.js';
-import { findJob, jobViewSchema, viewJob, waitForJob } from './jobs-view.js';
+import { defineTool, maxWaitSeconds } from './shared/define.js';
+import { findJob, jobViewSchema, viewJob, waitForJob } from './shared/job-view.js';
 
 export const jobStatusTool = defineTool({
   name: 'job_status',

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { launchRollouts } from '../src/rollouts.js';
-import { defineTool } from './define.js';
-import { jobViewSchema, viewJob } from './jobs-view.js';
+import { launchRollouts } from '../src/core/rollouts.js';
+import { defineTool } from './shared/define.js';
+import { jobViewSchema, viewJob } from './shared/job-view.js';
 
 export const launchRolloutsTool = defineTool({
   name: 'launch_rollouts',

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineTool } from './define.js';
+import { defineTool } from './shared/define.js';
 
 const maxEntries = 1000;
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { maxReadBytes } from '../src/workspace.js';
-import { defineTool } from './define.js';
+import { maxReadBytes } from '../src/core/workspace.js';
+import { defineTool } from './shared/define.js';
 
 export const readFileTool = defineTool({
   name: 'read_file',

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { A2rlError } from '../src/errors.js';
-import { defineTool, shellCommandSchema } from './define.js';
-import { jobViewSchema, viewJob } from './jobs-view.js';
+import { A2rlError } from '../src/util/errors.js';
+import { defineTool, shellCommandSchema } from './shared/define.js';
+import { jobViewSchema, viewJob } from './shared/job-view.js';
 
 export const runTrainingTool = defineTool({
   name: 'run_training',

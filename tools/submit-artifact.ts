@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { submitArtifact, viewSubmission } from '../src/submissions.js';
-import { defineTool } from './define.js';
+import { submitArtifact, viewSubmission } from '../src/core/submissions.js';
+import { defineTool } from './shared/define.js';
 
 export const submitArtifactTool = defineTool({
   name: 'submit_artifact',

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { maxWriteBytes } from '../src/workspace.js';
-import { defineTool } from './define.js';
+import { maxWriteBytes } from '../src/core/workspace.js';
+import { defineTool } from './shared/define.js';
 
 export const writeFileTool = defineTool({
   name: 'write_file',

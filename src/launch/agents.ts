@@ -1,8 +1,8 @@
 import { accessSync, constants, existsSync } from 'node:fs';
 import { delimiter, join, resolve } from 'node:path';
-import { A2rlError } from '../errors.js';
-import { packageRoot } from '../paths.js';
-import { loadReplay } from '../replay.js';
+import { A2rlError } from '../util/errors.js';
+import { cliEntry } from '../util/paths.js';
+import { loadReplay } from './replay.js';
 
 /** Name of the MCP server in every agent's configuration; Claude Code names its tools `mcp__a2rl__<tool>`. */
 export const serverName = 'a2rl';
@@ -237,7 +237,7 @@ function replayAgent(file: string): AgentKind {
       const config = join(context.agentDir, 'mcp.json');
       return {
         command: process.execPath,
-        args: [join(packageRoot, 'dist', 'src', 'cli.js'), 'replay', replay, '--mcp-config', config],
+        args: [cliEntry, 'replay', replay, '--mcp-config', config],
         env: commonEnv(context, config),
         files: [{ path: config, content: mcpServersJson(context.endpoint) }],
       };

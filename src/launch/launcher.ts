@@ -4,15 +4,15 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
-import { type BudgetLimits } from '../budget.js';
-import type { Engine } from '../engine.js';
-import { A2rlError, isA2rlError } from '../errors.js';
-import { packageRoot } from '../paths.js';
-import { eventRecorder } from '../recorder.js';
-import { summarizeRun, type RunSummary } from '../report.js';
-import { serverVersion } from '../server.js';
-import { getTask } from '../tasks.js';
-import { issueRunToken } from '../tokens.js';
+import { type BudgetLimits } from '../tasks/budget.js';
+import type { Engine } from '../core/engine.js';
+import { A2rlError, isA2rlError } from '../util/errors.js';
+import { cliEntry } from '../util/paths.js';
+import { eventRecorder } from '../store/events.js';
+import { summarizeRun, type RunSummary } from '../reports/summary.js';
+import { serverVersion } from '../mcp/server.js';
+import { getTask } from '../tasks/task.js';
+import { issueRunToken } from '../mcp/tokens.js';
 import { agentKind, type AgentKind, findExecutable, type McpEndpoint } from './agents.js';
 import { runProcessGroup } from './process-group.js';
 import { taskPrompt } from './prompt.js';
@@ -102,11 +102,10 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch): P
     engine.releaseRun(row.id);
   } else {
     // The launcher holds the run until the agent's server, started by the agent, takes it over.
-    const cli = join(packageRoot, 'dist', 'src', 'cli.js');
     endpoint = {
       kind: 'stdio',
       command: process.execPath,
-      args: [cli, '--home', engine.home, 'serve', '--run', row.id, ...launch.judgeArgs],
+      args: [cliEntry, '--home', engine.home, 'serve', '--run', row.id, ...launch.judgeArgs],
     };
   }
   const agentDir = join(row.dir, 'agent');
@@ -236,8 +235,7 @@ function versionOf(executable: string, agent: AgentKind): string | null {
 
 /** A `serve --http` child on a free loopback port, on the launcher's home, for agents that connect over HTTP. */
 async function startHttpServer(home: string, judgeArgs: string[]): Promise<{ url: string; stop: () => Promise<void> }> {
-  const cli = join(packageRoot, 'dist', 'src', 'cli.js');
-  const child: ChildProcess = spawn(process.execPath, [cli, '--home', home, 'serve', '--http', '--port', '0', ...judgeArgs], {
+  const child: ChildProcess = spawn(process.execPath, [cliEntry, '--home', home, 'serve', '--http', '--port', '0', ...judgeArgs], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

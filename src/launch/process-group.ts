@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
-import { A2rlError } from '../errors.js';
+import { A2rlError } from '../util/errors.js';
 
 export interface GroupCommand {
   command: string;

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { type BudgetLimits, formatDuration } from '../budget.js';
-import { fillTaskPlaceholders } from '../instructions.js';
-import type { Task } from '../tasks.js';
+import { type BudgetLimits, formatDuration } from '../tasks/budget.js';
+import { fillTaskPlaceholders } from '../core/instructions.js';
+import type { Task } from '../tasks/task.js';
 import { serverName } from './agents.js';
 
 /**

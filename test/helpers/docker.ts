@@ -2,7 +2,7 @@ import Docker from 'dockerode';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
 import { DockerBackend } from '../../sandbox/docker.js';
-import { buildImage, imageTag } from '../../src/images.js';
+import { buildImage, imageTag } from '../../sandbox/images/build.js';
 
 /** How the tests start an engine where none answers: Debian's dockerd, no bridge or iptables, its own data root. */
 const dataRoot = '/var/lib/a2rl-docker';

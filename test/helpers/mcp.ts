@@ -1,9 +1,8 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
-import { connectStdio } from '../../src/client.js';
-import { packageRoot } from '../../src/paths.js';
+import { connectStdio } from '../../src/launch/client.js';
+import { cliEntry } from '../../src/util/paths.js';
 
 export interface CallResult {
   isError: boolean;
@@ -69,7 +68,7 @@ export async function waitScore(client: Client, submissionId: string, seconds = 
 
 /** `a2rl serve` spoken to in raw JSON-RPC lines, for what a client library would hide (stdout, crashes). */
 export function rawServer(home: string, serverArgs: string[] = []) {
-  const child = spawn(process.execPath, [join(packageRoot, 'dist/src/cli.js'), 'serve', '--task', 'micro-gsm8k', ...serverArgs], {
+  const child = spawn(process.execPath, [cliEntry, 'serve', '--task', 'micro-gsm8k', ...serverArgs], {
     env: { ...process.env, A2RL_HOME: home },
   });
   let stdout = '';

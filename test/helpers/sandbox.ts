@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BubblewrapBackend } from '../../sandbox/bwrap.js';
 import { processStartTime } from '../../sandbox/process-tree.js';
-import type { ExitStatus, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from '../../sandbox/sandbox.js';
+import type { ExitStatus, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from '../../sandbox/contract.js';
 
 /**
  * Names this test process as a server would (pid-starttime) on the cgroups and containers

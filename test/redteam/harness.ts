@@ -5,8 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { packageRoot } from '../../src/paths.js';
-import { Store } from '../../src/store.js';
+import { cliEntry } from '../../src/util/paths.js';
+import { Store } from '../../src/store/store.js';
 import { call, startServer, tweakScript, waitJob } from '../helpers/mcp.js';
 
 /**
@@ -23,7 +23,6 @@ export function backendArgs(backend: string): string[] {
   return backend === 'bwrap' ? [] : ['--sandbox', backend];
 }
 
-const cli = join(packageRoot, 'dist/src/cli.js');
 export const adminToken = 'redteam-admin-token';
 
 /** A stdio run (a real `a2rl serve` child) on the given backend, with its id and workspace. */
@@ -47,7 +46,7 @@ export interface HttpServer {
 
 /** `a2rl serve --http` on a free loopback port. */
 export async function startHttpServer(home: string, backend: string, args: string[] = []): Promise<HttpServer> {
-  const child = spawn(process.execPath, [cli, 'serve', '--http', '--port', '0', ...backendArgs(backend), ...args], {
+  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...backendArgs(backend), ...args], {
     env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -79,7 +78,7 @@ export async function killServer(server: HttpServer): Promise<void> {
 export async function createHttpRun(home: string, budget = 'wall=30m'): Promise<{ run_id: string; token: string }> {
   const { stdout } = await promisify(execFile)(
     process.execPath,
-    [cli, 'runs', 'create', '--task', 'micro-gsm8k', '--budget', budget, '--label', 'redteam', '--json'],
+    [cliEntry, 'runs', 'create', '--task', 'micro-gsm8k', '--budget', budget, '--label', 'redteam', '--json'],
     { env: { ...process.env, A2RL_HOME: home } },
   );
   return JSON.parse(stdout);

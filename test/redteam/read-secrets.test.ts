@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { packageRoot } from '../../src/paths.js';
+import { packageRoot } from '../../src/util/paths.js';
 import { call } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/sandbox.js';
 import { attack, backends, recordedScores, stdioRun, waitBaseline } from './harness.js';

@@ -1,0 +1,422 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createBackend, type SandboxName } from '../../sandbox/registry.js';
+import { cgroupsUnavailableReason, JobCgroup } from '../../sandbox/cgroup.js';
+import { isAncestor, processStartTime } from '../../sandbox/process-tree.js';
+import type { SandboxBackend } from '../../sandbox/contract.js';
+import { type BudgetLimits, formatBudget, parseBudget } from '../tasks/budget.js';
+import { renderInstructions } from './instructions.js';
+import { A2rlError } from '../util/errors.js';
+import { GpuAllocator } from '../jobs/gpu-allocator.js';
+import { Grader } from '../grading/grader.js';
+import { JobManager } from '../jobs/job-manager.js';
+import { LlmJudge, type LlmJudgeOptions } from '../grading/judge/llm.js';
+import { RubricJudge } from '../grading/judge/rubric.js';
+import { createLogger, type Logger } from '../util/logger.js';
+import { packageRoot } from '../util/paths.js';
+import { eventRecorder } from '../store/events.js';
+import { agentJobKinds, maxConcurrentJobs, Run } from './run.js';
+import { type RunRow, Store, type SubmissionRow } from '../store/store.js';
+import { startGrading } from './submissions.js';
+import { getTask, type Task } from '../tasks/task.js';
+import { Workspace } from './workspace.js';
+
+export type JudgeConfig = { kind: 'rubric' } | ({ kind: 'llm' } & LlmJudgeOptions);
+
+export interface EngineOptions {
+  home: string;
+  logger?: Logger;
+  gradingConcurrency?: number;
+  /** Judge of judge-graded tasks: the task's rubric (default) or an LLM. */
+  judge?: JudgeConfig;
+  /** Most training and rollout jobs of all runs running at once in this process (default: no limit beyond each run's). */
+  maxJobs?: number;
+  /** Most bytes each run's workspace may take on disk (default: {@link defaultDiskQuotaBytes}). */
+  diskQuotaBytes?: number;
+  /**
+   * Clean up after servers that are gone (default: yes). A short-lived command that only
+   * writes to the store (`a2rl runs create`) skips it, so it never waits on others' grading.
+   */
+  recover?: boolean;
+  /** Sandbox backend of every run and grading (default: bwrap). */
+  sandbox?: SandboxName;
+  /** Host GPU indices jobs may be given (`serve --gpus 0,1`); none by default. */
+  gpus?: number[];
+}
+
+export interface CreateRunOptions {
+  taskId: string;
+  /** `wall=30m,compute=20m,...` over the task's default budget. */
+  budget?: string;
+  label?: string;
+}
+
+/** Per-run workspace disk quota when the server is given none. */
+export const defaultDiskQuotaBytes = 4 * 2 ** 30;
+
+/** Folders of a workspace the agent writes to. */
+const writableDirs = ['code', 'output', 'rollouts'];
+
+/**
+ * The server-side core, one per process: store, sandbox backend, jobs, grading, and the
+ * runs it serves. Transports and MCP sessions sit on top of it.
+ */
+export class Engine {
+  private readonly runs = new Map<string, Run>();
+  private readonly adopting = new Map<string, Promise<Run>>();
+  private readonly ticker: NodeJS.Timeout;
+  private closed = false;
+
+  private constructor(
+    readonly home: string,
+    readonly store: Store,
+    readonly logger: Logger,
+    readonly backend: SandboxBackend,
+    readonly jobs: JobManager,
+    readonly grader: Grader,
+    readonly owner: string,
+    readonly maxJobs: number,
+    readonly diskQuotaBytes: number,
+  ) {
+    this.ticker = setInterval(() => this.tick(), 1000);
+    this.ticker.unref();
+  }
+
+  static async open(options: EngineOptions): Promise<Engine> {
+    const logger = options.logger ?? createLogger().logger;
+    const owner = `${process.pid}-${processStartTime(process.pid) ?? 0}`;
+    const backend = createBackend(options.sandbox ?? 'bwrap', owner);
+    const unavailable = await backend.unavailableReason();
+    if (unavailable) throw new A2rlError('SANDBOX_UNAVAILABLE', `The ${backend.name} sandbox cannot run here: ${unavailable}.`);
+    const noCgroups = cgroupsUnavailableReason();
+    if (noCgroups) {
+      logger.warn(`${noCgroups}: jobs run without memory, CPU and process limits, and compute is charged as wall time × all cores`);
+    }
+    const store = new Store(join(options.home, 'store.sqlite'));
+    const jobs = new JobManager(store, logger, owner, new GpuAllocator(options.gpus ?? []));
+    const judgeConfig = options.judge ?? { kind: 'rubric' };
+    const judge = judgeConfig.kind === 'llm' ? new LlmJudge(store, judgeConfig) : new RubricJudge(backend, join(options.home, 'judging'));
+    const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
+    const engine = new Engine(
+      options.home,
+      store,
+      logger,
+      backend,
+      jobs,
+      grader,
+      owner,
+      options.maxJobs ?? Number.POSITIVE_INFINITY,
+      options.diskQuotaBytes ?? defaultDiskQuotaBytes,
+    );
+    if (options.recover ?? true) await engine.recover();
+    return engine;
+  }
+
+  /**
+   * After a crash: the jobs of servers that are gone end (as lost) and their cgroups are
+   * swept. Their runs end and their unfinished gradings are graded here, except active
+   * runs served over HTTP (those with a token): they wait for an HTTP server to adopt them.
+   */
+  private async recover(): Promise<void> {
+    const now = Date.now();
+    await this.markJobsOfStoppedServersLost();
+    for (const run of this.store.listActiveRuns()) {
+      if (ownerAlive(run.owner) || this.isRemote(run.id)) continue;
+      this.store.endRun(run.id, 'the server stopped before the run ended', now);
+      eventRecorder(this.store, run.id, run.created_at)('run', 'ended', { reason: 'the server stopped before the run ended' });
+    }
+    for (const submission of this.store.listUnfinishedSubmissions()) {
+      const run = this.store.getRun(submission.run_id)!;
+      if (ownerAlive(run.owner) || (run.state === 'active' && this.isRemote(run.id))) continue;
+      this.regrade(run, submission);
+    }
+  }
+
+  /** Running jobs (of one run, or all) whose server is gone end as lost; what they left in the sandbox backend is removed. */
+  private async markJobsOfStoppedServersLost(runId?: string): Promise<void> {
+    const now = Date.now();
+    for (const job of this.store.listRunningJobs()) {
+      if (ownerAlive(job.owner) || (runId !== undefined && job.run_id !== runId)) continue;
+      this.store.finishJob(job.id, {
+        state: 'lost',
+        reason: 'the server that ran this job stopped before it ended',
+        exit_code: null,
+        signal: null,
+        cpu_s: job.cpu_s,
+        gpu_s: job.gpu_s,
+        episodes_done: null,
+        result: null,
+        ended_at: now,
+      });
+      this.logger.warn({ job: job.id, run: job.run_id }, 'job of a stopped server marked lost');
+    }
+    const swept = await this.backend.sweep(ownerAlive);
+    if (swept.length > 0) this.logger.warn({ sandbox: this.backend.name, swept }, 'removed what stopped servers left in the sandbox');
+  }
+
+  private regrade(run: RunRow, submission: SubmissionRow): void {
+    this.logger.info({ run: run.id, submission: submission.id }, 're-grading a submission left unfinished by a stopped server');
+    startGrading(
+      this,
+      getTask(run.task_id),
+      { id: run.id, dir: run.dir, record: eventRecorder(this.store, run.id, run.created_at) },
+      submission,
+    );
+  }
+
+  /** Whether the run is served over HTTP (has a token) rather than to one stdio client. */
+  isRemote(runId: string): boolean {
+    return this.store.getRunToken(runId) !== undefined;
+  }
+
+  /** Creates a run and serves it from this process. */
+  async createRun(options: CreateRunOptions): Promise<Run> {
+    return this.serveRun(this.prepareRun(options));
+  }
+
+  /**
+   * Writes a new run to the store and prepares its folder, owned by this process; nothing
+   * serves it yet. A run prepared by a short-lived command is adopted by an HTTP server.
+   */
+  prepareRun(options: CreateRunOptions): RunRow {
+    const task = getTask(options.taskId);
+    const limits = parseBudget(options.budget, task.defaultLimits);
+    const createdAt = Date.now();
+    const id = `${new Date(createdAt).toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}-${randomBytes(3).toString('hex')}`;
+    const dir = join(this.home, 'runs', id);
+    // Empty read-only folders that models/ and lib/ show, with mount points for what lies in them.
+    mkdirSync(join(dir, 'skeleton', 'models'), { recursive: true });
+    mkdirSync(join(dir, 'skeleton', 'lib'), { recursive: true });
+    writeFileSync(join(dir, 'instructions.md'), renderInstructions(task, limits, options.label, this.grader.judge.id), { mode: 0o444 });
+    workspaceOf(task, dir).prepare(writableDirs);
+    this.store.insertRun({
+      id,
+      task_id: task.id,
+      label: options.label ?? null,
+      budget: JSON.stringify(limits),
+      dir,
+      sandbox: this.backend.name,
+      grader_version: this.grader.version(task),
+      owner: this.owner,
+      created_at: createdAt,
+    });
+    eventRecorder(this.store, id, createdAt)('run', 'created', {
+      task: task.id,
+      label: options.label ?? null,
+      budget: limits,
+      sandbox: this.backend.name,
+    });
+    this.logger.info({ run: id, task: task.id, budget: formatBudget(limits) }, 'run created');
+    return this.store.getRun(id)!;
+  }
+
+  /** Serves a run this process owns: its sandbox, budget enforcement, the baseline grade. */
+  private async serveRun(row: RunRow): Promise<Run> {
+    const task = getTask(row.task_id);
+    const workspace = workspaceOf(task, row.dir);
+    const sandbox = await this.backend.create({
+      name: row.id,
+      mounts: workspace.sandboxMounts(),
+      // The store, all runs and the package (graders, evaluation data) stay invisible even where a system path would hold them.
+      hidden: [this.home, packageRoot],
+      env: { PYTHONPATH: '/workspace/lib', PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1' },
+      workdir: '/workspace',
+      // Where the backend limits the sandbox as a whole: room for every job a run may have at once, and an exec.
+      limits: {
+        cpus: task.jobs.cpus * (maxConcurrentJobs + 1),
+        memoryBytes: task.jobs.memoryMb * 2 ** 20 * (maxConcurrentJobs + 1),
+        pids: task.jobs.pids * (maxConcurrentJobs + 1),
+      },
+    });
+    const instructions = readFileSync(join(row.dir, 'instructions.md'), 'utf8');
+    const record = eventRecorder(this.store, row.id, row.created_at);
+    const run = new Run(this, row, task, JSON.parse(row.budget) as BudgetLimits, workspace, sandbox, instructions, record);
+    this.runs.set(row.id, run);
+    void this.gradeBaseline(run).catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * The run this process serves under `id`, adopting it when its server is gone (an HTTP
+   * server restarted, or the run was made by `a2rl runs create`): unfinished gradings
+   * are graded again here. Refused while another live server serves it.
+   */
+  async remoteRun(id: string): Promise<Run> {
+    const served = this.runs.get(id);
+    if (served) return served;
+    const adopting = this.adopting.get(id) ?? this.adopt(id).finally(() => this.adopting.delete(id));
+    this.adopting.set(id, adopting);
+    return adopting;
+  }
+
+  private async adopt(id: string): Promise<Run> {
+    const row = this.store.getRun(id);
+    if (!row) throw new A2rlError('NOT_FOUND', `No run "${id}" in this server's store; create one with a2rl runs create.`);
+    this.checkGraderVersion(row);
+    if (row.owner !== this.owner && (ownerAlive(row.owner) || !this.store.claimRun(id, row.owner, this.owner))) {
+      throw new A2rlError(
+        'CONFLICT',
+        `Run ${id} is served by another a2rl process (pid ${row.owner.split('-')[0]}); connect to that server, or stop it first.`,
+      );
+    }
+    const run = await this.serveTakenOver(row, 'adopted');
+    this.logger.info({ run: id }, 'run adopted');
+    return run;
+  }
+
+  private checkGraderVersion(row: RunRow): void {
+    const version = this.grader.version(getTask(row.task_id));
+    if (row.grader_version !== version) {
+      throw new A2rlError(
+        'CONFLICT',
+        `Run ${row.id} is graded by ${row.grader_version}, this server by ${version}; serve it with the judge it was created with.`,
+      );
+    }
+  }
+
+  /** Serves a run this process has just claimed from `row.owner`; unfinished gradings are graded again here. */
+  private async serveTakenOver(row: RunRow, event: string): Promise<Run> {
+    await this.markJobsOfStoppedServersLost(row.id);
+    let run: Run;
+    try {
+      run = await this.serveRun(this.store.getRun(row.id)!);
+    } catch (error) {
+      // Hand the run back, so that a later try (here or in another server) takes it.
+      this.store.claimRun(row.id, this.owner, row.owner);
+      throw error;
+    }
+    run.record('run', event, { owner: this.owner });
+    for (const submission of this.store.listUnfinishedSubmissions()) {
+      if (submission.run_id === row.id) this.regrade(row, submission);
+    }
+    return run;
+  }
+
+  /**
+   * Serves over stdio a run that `a2rl run` prepared for the agent it launched. The
+   * launcher holds the run (so no other process ends it meanwhile) until the agent's MCP
+   * server, a descendant of the launcher, takes it over here.
+   */
+  async serveLaunchedRun(id: string): Promise<Run> {
+    const row = this.store.getRun(id);
+    if (!row) throw new A2rlError('NOT_FOUND', `No run "${id}" in ${this.home}; a2rl run creates runs and starts their agents.`);
+    if (this.isRemote(id)) {
+      throw new A2rlError('INVALID_INPUT', `Run ${id} is served over HTTP: connect to a2rl serve --http with its token instead.`);
+    }
+    if (row.state === 'ended') throw new A2rlError('RUN_ENDED', `Run ${id} has ended (${row.end_reason}); a2rl run starts a new one.`);
+    this.checkGraderVersion(row);
+    const [ownerPid] = row.owner.split('-').map(Number);
+    if (ownerAlive(row.owner) && !isAncestor(ownerPid!)) {
+      throw new A2rlError(
+        'CONFLICT',
+        `Run ${id} is held by another a2rl process (pid ${ownerPid}); only the agent that a2rl run started for it can serve it.`,
+      );
+    }
+    if (!this.store.claimRun(id, row.owner, this.owner)) throw new A2rlError('CONFLICT', `Run ${id} was just taken by another process.`);
+    return this.serveTakenOver(row, 'served');
+  }
+
+  /**
+   * Settles a run whose agent and server are gone (a launched agent exited, or was killed
+   * with its server): the run ends, jobs of stopped servers end as lost, and unfinished
+   * gradings, the baseline's too, are graded here; `grader.drain()` waits for them.
+   */
+  settleAbandonedRun(id: string, reason: string): void {
+    const row = this.store.getRun(id);
+    if (!row) throw new A2rlError('NOT_FOUND', `No run "${id}" in ${this.home}.`);
+    if (row.owner !== this.owner && ownerAlive(row.owner)) {
+      throw new A2rlError('CONFLICT', `Run ${id} is still served by pid ${row.owner.split('-')[0]}; stop that process first.`);
+    }
+    const record = eventRecorder(this.store, id, row.created_at);
+    this.markJobsOfStoppedServersLost(id);
+    if (this.store.endRun(id, reason, Date.now())) record('run', 'ended', { reason });
+    for (const submission of this.store.listUnfinishedSubmissions()) {
+      if (submission.run_id === id) this.regrade(row, submission);
+    }
+    void this.gradeBaseline({ id, dir: row.dir, task: getTask(row.task_id), record }).catch(() => undefined);
+  }
+
+  /** Leaves a run this process prepared to whichever HTTP server uses its token first. */
+  releaseRun(id: string): void {
+    this.store.claimRun(id, this.owner, noOwner);
+  }
+
+  /** Adopts every active HTTP run whose server is gone, so budgets are enforced even while no agent is connected. */
+  async adoptOrphanedRuns(): Promise<void> {
+    for (const row of this.store.listActiveRuns()) {
+      if (this.runs.has(row.id) || ownerAlive(row.owner) || !this.isRemote(row.id)) continue;
+      await this.remoteRun(row.id).catch((error: unknown) => this.logger.warn({ run: row.id, err: error }, 'could not adopt run'));
+    }
+  }
+
+  /** How many runs this process serves that are still active. */
+  activeRunCount(): number {
+    return [...this.runs.values()].filter((run) => run.state === 'active').length;
+  }
+
+  /** The untouched base model's grade, computed once per (task, model, grader version). */
+  gradeBaseline(run: Pick<Run, 'id' | 'dir' | 'task' | 'record'>) {
+    return this.grader.grade({
+      task: run.task,
+      contentHash: run.task.baseModelHash,
+      checkpointDir: run.task.paths.baseModel,
+      runId: run.id,
+      runDir: run.dir,
+      record: run.record,
+    });
+  }
+
+  private tick(): void {
+    if (this.closed) return;
+    try {
+      this.jobs.sample();
+    } catch (error) {
+      this.logger.error({ err: error }, 'sampling job usage failed');
+    }
+    // Not awaited: one run stopping its jobs (seconds) must not delay the other runs' checks.
+    for (const run of this.runs.values()) {
+      run.enforceBudget().catch((error: unknown) => this.logger.error({ err: error, run: run.id }, 'budget check failed'));
+    }
+  }
+
+  /**
+   * Ends the server's part: agent jobs stop, grading in flight finishes, the store closes.
+   * Runs stay as they are: a stdio run was ended by its transport, an HTTP run resumes
+   * when a server adopts it again.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.ticker);
+    await Promise.all([...this.runs.values()].map((run) => this.jobs.stopRun(run.id, 'cancelled', 'the server stopped', agentJobKinds)));
+    await this.grader.drain();
+    await this.jobs.stopAll('the server stopped');
+    // A run's sandbox (Docker: its container) goes with the server; an adopting server makes a new one.
+    await Promise.all([...this.runs.values()].map((run) => run.sandbox.destroy()));
+    JobCgroup.removeGroup(this.owner);
+    this.store.close();
+  }
+}
+
+/** What the workspace shows: the run's own folders, and the task's data, model and libraries read-only. */
+function workspaceOf(task: Task, dir: string): Workspace {
+  const skeleton = join(dir, 'skeleton');
+  return new Workspace(join(dir, 'workspace'), [
+    { path: 'instructions.md', source: join(dir, 'instructions.md') },
+    { path: 'data', source: task.paths.trainData },
+    { path: 'models', source: join(skeleton, 'models') },
+    { path: 'models/base', source: task.paths.baseModel },
+    { path: 'lib', source: join(skeleton, 'lib') },
+    { path: 'lib/microlm', source: task.paths.library },
+    { path: `lib/${task.env.package}`, source: task.paths.env },
+  ]);
+}
+
+/** The owner of a run no process serves yet: never alive, so the first server to need it adopts it. */
+const noOwner = '0-0';
+
+function ownerAlive(owner: string): boolean {
+  const [pid, startTime] = owner.split('-').map(Number);
+  return pid !== undefined && processStartTime(pid) === startTime;
+}

@@ -1,0 +1,187 @@
+import { closeSync, existsSync, mkdirSync, renameSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { A2rlError } from '../util/errors.js';
+import { sha256 } from '../util/hashing.js';
+import type { Run } from './run.js';
+import type { JobRow } from '../store/store.js';
+import { judgeAgainstReferences } from '../grading/judge/judge.js';
+import { openForRead, openForWrite, readAt } from '../util/safe-fs.js';
+import { sandboxWorkspace, type Workspace } from './workspace.js';
+
+export interface RolloutRequest {
+  checkpoint: string;
+  episodes: number;
+  groupSize: number;
+  temperature: number;
+  /** Defaults to the batch number, so repeated calls sample different prompts. */
+  seed?: number;
+}
+
+export interface RolloutSummary {
+  episodes: number;
+  /** Mean reward of a completion (static tasks) or mean return of an episode (interactive tasks). */
+  mean_reward: number | null;
+  /** Share of episodes that reached their goal, where the task's episodes say so (interactive tasks). */
+  success_rate?: number;
+  out: string;
+  /** The server's own copy of the episodes it read, out of the agent's reach: `trajectories/<sha256>.jsonl` in the server's home. */
+  trajectories: { sha256: string; bytes: number } | null;
+}
+
+/** Where the server keeps the episodes of every batch, content-addressed, so that the record survives the agent editing rollouts/. */
+export function trajectoriesDir(home: string): string {
+  return join(home, 'trajectories');
+}
+
+/**
+ * Starts the task's rollout sampler in the run's sandbox: episodes with a checkpoint as
+ * policy — one completion each for a static task, a multi-step trajectory in the task's
+ * environment for an interactive one — scored by the task's reward (by the sampler, or by
+ * the judge once it is done), written as JSONL under rollouts/. Episodes are reserved when the job starts and charged
+ * as produced when it ends.
+ */
+export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow; out: string } {
+  if (request.episodes % request.groupSize !== 0) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `episodes (${request.episodes}) must be a multiple of group_size (${request.groupSize}), e.g. ${request.groupSize * Math.max(1, Math.round(request.episodes / request.groupSize))}.`,
+    );
+  }
+  const checkpoint = run.workspace.resolve(request.checkpoint, 'read');
+  const required = run.task.submission.requiredFiles;
+  if (
+    !existsSync(checkpoint.hostPath) ||
+    !statSync(checkpoint.hostPath).isDirectory() ||
+    !required.every((f) => existsSync(join(checkpoint.hostPath, f)))
+  ) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `${checkpoint.path} is not a checkpoint folder (it needs ${required.join(' and ')}). Use models/base or a folder your training saved.`,
+    );
+  }
+  const batch = run.engine.store.listJobs(run.id, ['rollouts']).length + 1;
+  const out = `rollouts/batch-${String(batch).padStart(3, '0')}.jsonl`;
+  const options: Record<string, string | number> = {
+    checkpoint: `${sandboxWorkspace}/${checkpoint.path}`,
+    data: `${sandboxWorkspace}/${run.task.rollouts.data}`,
+    n: request.episodes,
+    'group-size': request.groupSize,
+    temperature: request.temperature,
+    seed: request.seed ?? batch,
+    out: `${sandboxWorkspace}/${out}`,
+  };
+  const argv = [
+    '/usr/bin/python3',
+    '-m',
+    `${run.task.env.package}.rollouts`,
+    ...Object.entries(options).flatMap(([k, v]) => [`--${k}`, String(v)]),
+  ];
+  const job = run.startJob('rollouts', {
+    command: argv.slice(1).join(' '),
+    argv,
+    limits: run.jobLimits(),
+    episodesRequested: request.episodes,
+    collect: async () => {
+      const summary = await collectBatch(run, out, request.episodes);
+      run.record('rollouts', 'batch', { job_id: job.id, ...summary, checkpoint: checkpoint.path });
+      return { episodesDone: summary.episodes, result: summary };
+    },
+  });
+  return { job, out };
+}
+
+/** Most bytes of a rollout file the server reads back: the agent can write to it too. */
+const maxBatchBytes = 64 * 2 ** 20;
+
+/**
+ * Reads a finished batch: its episodes, never more than were asked for, and their mean
+ * reward. Where the task's reward is a judge's, the server judges each completion against
+ * its reference first and writes the rewards into the file. The file lies in the agent's
+ * workspace, so it is opened safely and read to a bound.
+ */
+async function collectBatch(run: Run, path: string, requested: number): Promise<RolloutSummary> {
+  const episodes = readEpisodes(run.workspace, path).slice(0, requested);
+  const rewritten = run.task.rollouts.reward === 'judge' && episodes.length > 0;
+  if (rewritten) {
+    const judgeable = episodes.every(
+      (e) => typeof e.completion === 'string' && typeof e.reference === 'string' && typeof e.instruction === 'string',
+    );
+    if (!judgeable) throw new Error(`${path} has episodes without instruction, reference and completion`);
+    const outcomes = await judgeAgainstReferences(
+      run.engine.grader.judge,
+      run.task,
+      episodes.map((e, i) => ({
+        id: String(i),
+        instruction: String(e.instruction),
+        constraints: e.constraints,
+        candidate: String(e.completion),
+        reference: String(e.reference),
+      })),
+    );
+    episodes.forEach((episode, i) => (episode.reward = outcomes[i]!));
+    const target = run.workspace.resolve(path, 'write');
+    const fd = openForWrite(target.hostPath, target.base, path, false);
+    try {
+      writeSync(fd, episodes.map((e) => JSON.stringify(e)).join('\n') + '\n');
+    } finally {
+      closeSync(fd);
+    }
+  }
+  const rewards = episodes.map((e) => Number(e.return ?? e.reward)).map((r) => (Number.isFinite(r) ? r : 0));
+  const summary: RolloutSummary = {
+    episodes: episodes.length,
+    mean_reward: mean(rewards),
+    out: path,
+    trajectories: recordTrajectories(run.engine.home, episodes),
+  };
+  if (episodes.length > 0 && episodes.every((e) => typeof e.success === 'boolean')) {
+    summary.success_rate = mean(episodes.map((e) => (e.success ? 1 : 0)))!;
+  }
+  return summary;
+}
+
+/** Keeps the episodes as the server read (and scored) them, once per distinct content. */
+function recordTrajectories(home: string, episodes: Array<Record<string, unknown>>): RolloutSummary['trajectories'] {
+  if (episodes.length === 0) return null;
+  const content = episodes.map((e) => JSON.stringify(e)).join('\n') + '\n';
+  const hash = sha256(content);
+  const dir = trajectoriesDir(home);
+  const file = join(dir, `${hash}.jsonl`);
+  if (!existsSync(file)) {
+    mkdirSync(dir, { recursive: true });
+    // Written aside and renamed, so a crash never leaves a partial file under its hash.
+    const partial = `${file}.${process.pid}.partial`;
+    writeFileSync(partial, content);
+    renameSync(partial, file);
+  }
+  return { sha256: hash, bytes: Buffer.byteLength(content) };
+}
+
+function mean(values: number[]): number | null {
+  if (values.length === 0) return null;
+  return Math.round((values.reduce((a, b) => a + b, 0) / values.length) * 1e4) / 1e4;
+}
+
+function readEpisodes(workspace: Workspace, path: string): Array<Record<string, unknown>> {
+  let text: string;
+  try {
+    const target = workspace.resolve(path, 'read');
+    const fd = openForRead(target.hostPath, target.base, path);
+    try {
+      text = readAt(fd, 0, maxBatchBytes).toString('utf8');
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return [];
+  }
+  return text.split('\n').flatMap((line) => {
+    try {
+      const episode = JSON.parse(line) as unknown;
+      return episode !== null && typeof episode === 'object' && !Array.isArray(episode) ? [episode as Record<string, unknown>] : [];
+    } catch {
+      // A line cut short by a stopped job is not an episode.
+      return [];
+    }
+  });
+}

@@ -1,0 +1,248 @@
+import { join } from 'node:path';
+import type { ResourceLimits, SandboxInstance } from '../../sandbox/contract.js';
+import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } from '../tasks/budget.js';
+import { codeSnapshotsOf, recordCodeSnapshot } from '../store/code-snapshots.js';
+import { diskUsage } from '../util/disk-usage.js';
+import { A2rlError } from '../util/errors.js';
+import type { Engine } from './engine.js';
+import type { RecordEvent } from '../store/events.js';
+import type { JobRequest } from '../jobs/job-manager.js';
+import type { JobKind, JobRow, JobState, RunRow } from '../store/store.js';
+import type { Task } from '../tasks/task.js';
+import type { Workspace } from './workspace.js';
+
+/** Most long jobs one run may have running at once. */
+export const maxConcurrentJobs = 3;
+
+/** Most files and folders a workspace may hold: bounds the walk that measures it. */
+export const maxWorkspaceEntries = 200_000;
+
+/** The agent's jobs that run for long and count against the per-run and server-wide job limits; exec is short and exempt. */
+export const longJobKinds = ['training', 'rollouts'] as const;
+
+/** Jobs the agent starts and the budget pays for; grading is the server's. */
+export const agentJobKinds = ['exec', 'training', 'rollouts'] as const;
+
+/**
+ * One attempt of one agent at one task under one budget. The run outlives MCP sessions;
+ * its state lives in the store, and this object holds what a live server needs for it.
+ */
+export class Run {
+  private enforcing = false;
+  /** The workspace's bytes on disk at the last measurement. */
+  private diskUsed = 0;
+  /** Whether the last measurement stopped at {@link maxWorkspaceEntries}. */
+  private tooManyFiles = false;
+  /** When the budget check measures the workspace next: a slow walk is repeated less often. */
+  private nextDiskCheckAt = 0;
+
+  constructor(
+    readonly engine: Engine,
+    readonly row: RunRow,
+    readonly task: Task,
+    readonly limits: BudgetLimits,
+    readonly workspace: Workspace,
+    readonly sandbox: SandboxInstance,
+    readonly instructions: string,
+    readonly record: RecordEvent,
+  ) {}
+
+  get id(): string {
+    return this.row.id;
+  }
+
+  get dir(): string {
+    return this.row.dir;
+  }
+
+  get state(): RunRow['state'] {
+    return this.engine.store.getRun(this.id)!.state;
+  }
+
+  /** Starts one of the agent's jobs in the run's sandbox, charged to its budget. */
+  startJob(
+    kind: 'exec' | 'training' | 'rollouts',
+    job: Pick<JobRequest, 'command' | 'argv' | 'limits' | 'gpuCount' | 'timeoutMs' | 'episodesRequested' | 'collect'>,
+  ): JobRow {
+    this.assertCanStart(kind, job.episodesRequested);
+    return this.engine.jobs.start({
+      ...job,
+      runId: this.id,
+      kind,
+      sandbox: this.sandbox,
+      charged: true,
+      logDir: join(this.dir, 'logs'),
+      record: this.record,
+    });
+  }
+
+  /** Snapshots the workspace's code/ folder into the server's content-addressed store, recorded against a job or submission. */
+  snapshotCode(trigger: { job_id: number } | { submission_id: number }): string | undefined {
+    return recordCodeSnapshot(codeSnapshotsOf(this.engine.home), join(this.workspace.root, 'code'), this.record, trigger);
+  }
+
+  /** Resources of one agent job: the task's defaults, narrowed where the caller asks. */
+  jobLimits(request: { cpus?: number; memoryMb?: number } = {}): ResourceLimits {
+    const { jobs } = this.task;
+    return {
+      cpus: Math.min(request.cpus ?? jobs.cpus, jobs.cpus),
+      memoryBytes: Math.min(request.memoryMb ?? jobs.memoryMb, jobs.memoryMb) * 2 ** 20,
+      pids: jobs.pids,
+      gpus: [],
+    };
+  }
+
+  /** Measures the workspace's bytes on disk now (a walk of its writable tree). */
+  measureDisk(): number {
+    const started = Date.now();
+    const usage = diskUsage(this.workspace.root, maxWorkspaceEntries);
+    this.diskUsed = usage.bytes;
+    this.tooManyFiles = usage.truncated;
+    // The walk blocks the server: one that took long is repeated at most 5% of the time.
+    this.nextDiskCheckAt = Date.now() + Math.max(1000, 20 * (Date.now() - started));
+    return this.diskUsed;
+  }
+
+  private overDiskQuota(): boolean {
+    return this.tooManyFiles || this.diskUsed > this.engine.diskQuotaBytes;
+  }
+
+  /** The workspace's bytes on disk at the last measurement, against the server's per-run quota. */
+  disk(): { used: number; limit: number; left: number } {
+    const limit = this.engine.diskQuotaBytes;
+    return { used: this.diskUsed, limit, left: Math.max(0, limit - this.diskUsed) };
+  }
+
+  /** Refuses a write of `addedBytes` more that would take the workspace past its disk quota. */
+  assertDiskRoom(addedBytes: number): void {
+    const used = this.measureDisk();
+    if (addedBytes > 0 && (this.tooManyFiles || used + addedBytes > this.engine.diskQuotaBytes))
+      throw this.quotaError(used, 'this write is refused');
+  }
+
+  private quotaError(used: number, what: string): A2rlError {
+    const mib = (bytes: number) => `${Math.ceil(bytes / 2 ** 20)} MiB`;
+    const holds = this.tooManyFiles
+      ? `more than ${maxWorkspaceEntries} files and folders, the most it may hold`
+      : `${mib(used)} and its disk quota is ${mib(this.engine.diskQuotaBytes)}`;
+    return new A2rlError(
+      'QUOTA_EXCEEDED',
+      `The workspace holds ${holds}: ${what}. ` +
+        'Delete what you no longer need (old checkpoints in output/, rollouts/) with exec, e.g. rm -r output/old, then try again.',
+    );
+  }
+
+  wallSeconds(): number {
+    return (Date.now() - this.row.created_at) / 1000;
+  }
+
+  budget(): BudgetReport {
+    return budgetReport(this.limits, this.engine.store.usage(this.id), this.wallSeconds());
+  }
+
+  /** Refuses new work once the run ended or the budget it needs is spent. */
+  assertCanStart(kind: JobKind | 'submission', episodes = 0): void {
+    const run = this.engine.store.getRun(this.id)!;
+    if (run.state === 'ended') {
+      throw new A2rlError('RUN_ENDED', `This run has ended (${run.end_reason}). Nothing new can start; read your results with get_score.`);
+    }
+    const budget = this.budget();
+    if (budget.wall_seconds.left <= 0) {
+      throw new A2rlError('BUDGET_EXHAUSTED', 'The wall-clock budget is spent; the run is over. Read your results with get_score.');
+    }
+    if (kind === 'submission') return;
+    if (budget.compute_seconds.left <= 0) {
+      throw new A2rlError(
+        'BUDGET_EXHAUSTED',
+        `The compute budget is spent (${formatDuration(budget.compute_seconds.used)} of ${formatDuration(budget.compute_seconds.limit)} CPU time); no job can start. Submit your best checkpoint with submit_artifact.`,
+      );
+    }
+    if (kind === 'rollouts' && episodes > budget.rollout_episodes.left) {
+      throw new A2rlError(
+        'BUDGET_EXHAUSTED',
+        `Only ${budget.rollout_episodes.left} rollout episodes are left in the budget; ask for at most that many.`,
+      );
+    }
+    // exec stays allowed over the quota: it is how the agent deletes files.
+    if (kind === 'exec') return;
+    const used = this.measureDisk();
+    if (this.overDiskQuota()) throw this.quotaError(used, 'no training or rollout job can start');
+    const running = this.engine.store.listJobs(this.id, longJobKinds).filter((job) => job.state === 'running');
+    if (running.length >= maxConcurrentJobs) {
+      throw new A2rlError(
+        'CONFLICT',
+        `${running.length} jobs are already running (job ${running.map((j) => j.id).join(', ')}); at most ${maxConcurrentJobs} at once. Wait with job_status or stop one with cancel_job.`,
+      );
+    }
+    const { maxJobs } = this.engine;
+    if (this.engine.jobs.runningOfKinds(longJobKinds) >= maxJobs) {
+      // Refused rather than queued: the agent sees at once that it must wait, and its budget pays for no waiting.
+      throw new A2rlError(
+        'BUSY',
+        `This job was not started and nothing was charged: the server is running its limit of ${maxJobs} training and rollout jobs across all runs. Wait for a job to finish and try again (job_status shows yours; cancel_job frees one of them); exec still works meanwhile.`,
+      );
+    }
+  }
+
+  /** Enforces the budget: called every second by the engine; a check still stopping jobs is not overlapped. */
+  async enforceBudget(): Promise<void> {
+    if (this.enforcing) return;
+    this.enforcing = true;
+    try {
+      await this.checkBudget();
+    } finally {
+      this.enforcing = false;
+    }
+  }
+
+  private async checkBudget(): Promise<void> {
+    const row = this.engine.store.getRun(this.id)!;
+    if (row.state === 'ended') {
+      // Ended from another process (`a2rl runs revoke`): its jobs here stop too; none are left after an end here.
+      await this.engine.jobs.stopRun(this.id, 'cancelled', `the run ended: ${row.end_reason}`, agentJobKinds);
+      return;
+    }
+    const budget = this.budget();
+    if (budget.wall_seconds.left <= 0) {
+      await this.end('wall-clock budget exhausted', 'budget_stopped');
+    } else if (await this.enforceDiskQuota()) {
+      return;
+    } else if (budget.compute_seconds.left <= 0) {
+      const running = this.engine.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
+      if (running.length > 0) {
+        this.record('budget', 'compute_exhausted', { stopping: running.map((job) => job.id) });
+        await this.engine.jobs.stopRun(this.id, 'budget_stopped', 'the compute budget was spent', agentJobKinds);
+      }
+    }
+  }
+
+  /**
+   * Per-run disk quota, by accounting: the workspace is measured every second (less often
+   * when a walk is slow; at most {@link maxWorkspaceEntries} entries); over the quota, training and rollout jobs stop, and so does an exec while the usage still grows
+   * (an exec that deletes files is left to finish). Returns whether it stopped anything.
+   */
+  private async enforceDiskQuota(): Promise<boolean> {
+    const before = this.diskUsed;
+    const used = Date.now() >= this.nextDiskCheckAt ? this.measureDisk() : before;
+    if (!this.overDiskQuota()) return false;
+    const running = this.engine.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
+    const stopping = running.filter((job) => job.kind !== 'exec' || used > before);
+    if (stopping.length === 0) return false;
+    const reason = this.quotaError(used, 'the job was stopped').message;
+    this.record('budget', 'disk_quota_exceeded', {
+      used_bytes: used,
+      quota_bytes: this.engine.diskQuotaBytes,
+      stopping: stopping.map((j) => j.id),
+    });
+    await Promise.all(stopping.map((job) => this.engine.jobs.stop(job.id, 'budget_stopped', reason)));
+    return true;
+  }
+
+  /** Ends the run: agent jobs stop (TERM, then KILL); grading already queued goes on. */
+  async end(reason: string, jobState: JobState = 'cancelled'): Promise<void> {
+    if (!this.engine.store.endRun(this.id, reason, Date.now())) return;
+    this.record('run', 'ended', { reason, budget: this.budget() });
+    await this.engine.jobs.stopRun(this.id, jobState, `the run ended: ${reason}`, agentJobKinds);
+    await this.sandbox.destroy();
+  }
+}

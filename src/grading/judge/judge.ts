@@ -1,0 +1,59 @@
+import type { Task } from '../../tasks/task.js';
+
+/** One comparison, in one order: which of two outputs follows the instruction better. */
+export interface PairwiseQuery {
+  id: string;
+  instruction: string;
+  /** The task's machine-readable constraints, for judges that check them. */
+  constraints: unknown;
+  output_a: string;
+  output_b: string;
+}
+
+export type Preference = 'a' | 'b' | 'tie';
+
+/**
+ * A pairwise judge. Implementations: the task's deterministic rubric (the default) and an
+ * LLM behind any OpenAI-compatible endpoint. A judge that cannot judge throws: a grading
+ * then fails with the reason, never scores 0.
+ */
+export interface Judge {
+  /** Names the judge in every grade it contributes to: grades by different judges never mix. */
+  readonly id: string;
+  /** One preference per query, in order. */
+  prefer(task: Task, queries: PairwiseQuery[]): Promise<Preference[]>;
+}
+
+export interface JudgedItem {
+  id: string;
+  instruction: string;
+  constraints: unknown;
+  candidate: string;
+  reference: string;
+}
+
+/**
+ * Candidate-against-reference outcomes in [0, 1] (1 win, 0.5 tie, 0 loss), each judged in
+ * both orders and averaged, so a judge's preference for a position cancels out.
+ */
+export async function judgeAgainstReferences(judge: Judge, task: Task, items: JudgedItem[]): Promise<number[]> {
+  const queries = items.flatMap((item): PairwiseQuery[] => [
+    {
+      id: `${item.id}#candidate-first`,
+      instruction: item.instruction,
+      constraints: item.constraints,
+      output_a: item.candidate,
+      output_b: item.reference,
+    },
+    {
+      id: `${item.id}#reference-first`,
+      instruction: item.instruction,
+      constraints: item.constraints,
+      output_a: item.reference,
+      output_b: item.candidate,
+    },
+  ]);
+  const preferences = await judge.prefer(task, queries);
+  const points = (preference: Preference, candidateSide: 'a' | 'b') => (preference === candidateSide ? 1 : preference === 'tie' ? 0.5 : 0);
+  return items.map((_, i) => (points(preferences[2 * i]!, 'a') + points(preferences[2 * i + 1]!, 'b')) / 2);
+}

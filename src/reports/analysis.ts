@@ -1,0 +1,536 @@
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { BudgetLimits } from '../tasks/budget.js';
+import { codeSnapshotsOf } from '../store/code-snapshots.js';
+import type { Store } from '../store/store.js';
+import { getTask } from '../tasks/task.js';
+
+/**
+ * Post-hoc summary of a run from its recorded events: metrics, one iteration per
+ * submission, and the series the report draws. Deterministic: the same record gives the
+ * same summary. `loadRunFacts` reads the store; everything else works on plain facts, so
+ * any event sequence can be summarised (and tested) without a server.
+ */
+
+export interface ScorePair {
+  public: number;
+  private: number;
+}
+
+export interface RunEvent {
+  t_rel_ms: number;
+  kind: string;
+  name: string;
+  data: Record<string, unknown>;
+}
+
+/** What a job's log shows, found by the loader (the log is not part of the events). */
+export interface LogSignals {
+  /** A Python traceback or an uncaught error. */
+  error: boolean;
+  /** A loss (or any logged number) that became nan or inf. */
+  nonFinite: boolean;
+  /** The last line naming an error, for the report. */
+  errorLine: string | null;
+}
+
+export interface RunFacts {
+  run: {
+    id: string;
+    task: string;
+    label: string | null;
+    agent: string | null;
+    agent_version: string | null;
+    driver_model: string | null;
+    state: string;
+    end_reason: string | null;
+    limits: BudgetLimits;
+    /** Run-relative end, or null while the run is active. */
+    ended_ms: number | null;
+  };
+  baseline: ScorePair | null;
+  events: RunEvent[];
+  /** By job id. */
+  logs: Record<number, LogSignals>;
+  /** Code snapshot contents by tree hash, then by path inside code/. */
+  code: Record<string, Record<string, string>>;
+}
+
+export type Route = 'sft' | 'grpo' | 'ppo' | 'reinforce' | 'copy_of_base' | 'unknown';
+export type Outcome = 'new_best' | 'above_baseline' | 'not_above_baseline' | 'grading_failed' | 'pending';
+export type FailureType =
+  'code_error' | 'training_diverged' | 'rollout_logic_wrong' | 'timeout_no_submission' | 'copy_model_fallback' | 'unknown';
+
+export interface JobFact {
+  job_id: number;
+  kind: string;
+  command: string;
+  charged: boolean;
+  start_s: number;
+  end_s: number | null;
+  state: string;
+  exit_code: number | null;
+  cpu_s: number;
+  compute_s: number;
+  episodes_done: number | null;
+  log_path: string | null;
+  code_tree: string | null;
+}
+
+export interface SubmissionFact {
+  submission_id: number;
+  t_s: number;
+  path: string;
+  state: 'queued' | 'graded' | 'failed';
+  scores: ScorePair | null;
+  error: string | null;
+  graded_s: number | null;
+  code_tree: string | null;
+  /** Charged compute used when it was submitted. */
+  compute_s: number;
+}
+
+export interface Iteration {
+  index: number;
+  submission_id: number;
+  t_s: number;
+  scores: ScorePair | null;
+  route: Route;
+  uses_rollouts: boolean;
+  rollout_episodes: number;
+  training_jobs: Array<{ job_id: number; state: string; command: string }>;
+  code_tree: string | null;
+  hyperparameters: Record<string, number | string>;
+  outcome: Outcome;
+  failure_type: FailureType | null;
+  /** Why the failure type was chosen, from the record. */
+  evidence: string | null;
+}
+
+export interface RunMetrics {
+  best: (ScorePair & { submission_id: number; t_s: number }) | null;
+  last: (ScorePair & { submission_id: number; t_s: number }) | null;
+  improvement_best: ScorePair | null;
+  improvement_last: ScorePair | null;
+  submissions: number;
+  valid_submissions: number;
+  /** Graded / submitted; null without submissions. */
+  valid_submission_rate: number | null;
+  time_to_first_valid_s: number | null;
+  time_to_first_improvement_s: number | null;
+  time_to_best_s: number | null;
+  /** Share of consecutive graded submissions whose public score did not drop; null below two. */
+  monotonic_ratio: number | null;
+  /** Submissions refused as the unchanged base model, plus graded ones scoring exactly the baseline on both halves. */
+  base_model_copies: number;
+  budget_share: { wall: number; compute: number; submissions: number; rollout_episodes: number };
+  /** Wall-clock budget left when the last submission came; null without submissions. */
+  gap_to_budget_end_s: number | null;
+  training_jobs: number;
+  training_failures: number;
+  training_failure_rate: number | null;
+  rollout_batches: number;
+  rollout_episodes: number;
+  compute_s: number;
+  wall_s: number;
+  tool_calls: number;
+  tool_errors: number;
+}
+
+export interface RunAnalysis {
+  run: RunFacts['run'];
+  baseline: ScorePair | null;
+  metrics: RunMetrics;
+  iterations: Iteration[];
+  /** Run-level failure type: null when the best submission beat the baseline (or, without a baseline grade, when there was a submission). */
+  failure_type: FailureType | null;
+  jobs: JobFact[];
+  submissions: SubmissionFact[];
+  /** Charged compute over time (run-relative seconds), for the burn-down. */
+  compute_curve: Array<{ t_s: number; compute_s: number }>;
+}
+
+/** Jobs whose end counts as a failure of the agent's training (cancelled by the agent does not). */
+const failedJobStates = new Set(['failed', 'timed_out', 'oom_killed', 'budget_stopped', 'lost']);
+
+const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** digits;
+const seconds = (ms: number) => round(ms / 1000, 1);
+const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+
+export function analyzeRun(facts: RunFacts): RunAnalysis {
+  const { jobs, submissions, computeCurve, toolCalls, toolErrors, refusedBaseCopies, batches } = replayEvents(facts.events);
+  const lastEventMs = facts.events.at(-1)?.t_rel_ms ?? 0;
+  const wallMs = facts.run.ended_ms ?? lastEventMs;
+  const baseline = facts.baseline;
+  const graded = submissions.filter((s) => s.state === 'graded' && s.scores);
+  const withScores = (s: SubmissionFact | undefined) =>
+    s ? { submission_id: s.submission_id, t_s: s.t_s, public: s.scores!.public, private: s.scores!.private } : null;
+  const best = withScores(
+    graded.reduce<SubmissionFact | undefined>((top, s) => (!top || s.scores!.public > top.scores!.public ? s : top), undefined),
+  );
+  const last = withScores(graded.at(-1));
+  const diff = (s: ScorePair | null) =>
+    s && baseline ? { public: round(s.public - baseline.public), private: round(s.private - baseline.private) } : null;
+  const isBaseCopy = (s: SubmissionFact) =>
+    !!baseline && !!s.scores && s.scores.public === baseline.public && s.scores.private === baseline.private;
+  const training = jobs.filter((j) => j.kind === 'training');
+  const trainingFailures = training.filter((j) => failedJobStates.has(j.state)).length;
+  const finishedTraining = training.filter((j) => j.end_s !== null).length;
+  const computeS = computeCurve.at(-1)?.compute_s ?? 0;
+  const episodes = jobs.filter((j) => j.kind === 'rollouts').reduce((sum, j) => sum + (j.episodes_done ?? 0), 0);
+  let monotonic: number | null = null;
+  if (graded.length >= 2) {
+    let kept = 0;
+    for (let i = 1; i < graded.length; i++) if (graded[i]!.scores!.public >= graded[i - 1]!.scores!.public) kept++;
+    monotonic = round(kept / (graded.length - 1), 3);
+  }
+  const limits = facts.run.limits;
+  const share = (used: number, limit: number) => (limit > 0 ? round(Math.min(1, used / limit), 3) : 0);
+  const metrics: RunMetrics = {
+    best,
+    last,
+    improvement_best: diff(best),
+    improvement_last: diff(last),
+    submissions: submissions.length,
+    valid_submissions: graded.length,
+    valid_submission_rate: submissions.length > 0 ? round(graded.length / submissions.length, 3) : null,
+    time_to_first_valid_s: graded[0]?.t_s ?? null,
+    time_to_first_improvement_s: baseline ? (graded.find((s) => s.scores!.public > baseline.public)?.t_s ?? null) : null,
+    time_to_best_s: best?.t_s ?? null,
+    monotonic_ratio: monotonic,
+    base_model_copies: refusedBaseCopies + graded.filter(isBaseCopy).length,
+    budget_share: {
+      wall: share(wallMs / 1000, limits.wallSeconds),
+      compute: share(computeS, limits.computeSeconds),
+      submissions: share(submissions.length, limits.submissions),
+      rollout_episodes: share(episodes, limits.rolloutEpisodes),
+    },
+    gap_to_budget_end_s: submissions.length > 0 ? round(limits.wallSeconds - submissions.at(-1)!.t_s, 1) : null,
+    training_jobs: training.length,
+    training_failures: trainingFailures,
+    training_failure_rate: finishedTraining > 0 ? round(trainingFailures / finishedTraining, 3) : null,
+    rollout_batches: batches,
+    rollout_episodes: episodes,
+    compute_s: round(computeS),
+    wall_s: seconds(wallMs),
+    tool_calls: toolCalls,
+    tool_errors: toolErrors,
+  };
+  const iterations = buildIterations(facts, jobs, submissions, baseline, isBaseCopy);
+  let failure: FailureType | null = null;
+  if (submissions.length === 0) failure = 'timeout_no_submission';
+  else if (baseline && !(metrics.improvement_best && metrics.improvement_best.public > 0)) {
+    failure = [...iterations].reverse().find((it) => it.failure_type)?.failure_type ?? 'unknown';
+  }
+  return { run: facts.run, baseline, metrics, iterations, failure_type: failure, jobs, submissions, compute_curve: computeCurve };
+}
+
+/** Folds the event stream into jobs, submissions and the compute curve. */
+function replayEvents(events: RunEvent[]) {
+  const jobs = new Map<number, JobFact>();
+  const submissions = new Map<number, SubmissionFact>();
+  const jobCompute = new Map<number, number>();
+  const computeCurve: Array<{ t_s: number; compute_s: number }> = [];
+  let total = 0;
+  let toolCalls = 0;
+  let toolErrors = 0;
+  let refusedBaseCopies = 0;
+  let batches = 0;
+  const charge = (jobId: number, computeS: number, t: number) => {
+    const job = jobs.get(jobId);
+    if (!job?.charged) return;
+    total += computeS - (jobCompute.get(jobId) ?? 0);
+    jobCompute.set(jobId, computeS);
+    job.compute_s = round(computeS, 3);
+    computeCurve.push({ t_s: seconds(t), compute_s: round(total, 3) });
+  };
+  for (const event of events) {
+    const d = event.data;
+    const t = event.t_rel_ms;
+    if (event.kind === 'tool') {
+      toolCalls++;
+      if (d.error !== undefined) toolErrors++;
+      if (event.name === 'submit_artifact' && typeof d.error === 'string' && d.error.includes('base model unchanged')) refusedBaseCopies++;
+    } else if (event.kind === 'job' && event.name === 'started') {
+      const id = num(d.job_id);
+      jobs.set(id, {
+        job_id: id,
+        kind: String(d.kind),
+        command: String(d.command ?? ''),
+        // Grading is the server's: only agent jobs are charged (older records lack the flag).
+        charged: typeof d.charged === 'boolean' ? d.charged : d.kind !== 'grading',
+        start_s: seconds(t),
+        end_s: null,
+        state: 'running',
+        exit_code: null,
+        cpu_s: 0,
+        compute_s: 0,
+        episodes_done: null,
+        log_path: typeof d.log_path === 'string' ? d.log_path : null,
+        code_tree: null,
+      });
+    } else if (event.kind === 'sample') {
+      const job = jobs.get(num(d.job_id));
+      if (job) {
+        job.cpu_s = num(d.cpu_s);
+        charge(job.job_id, job.cpu_s, t);
+      }
+    } else if (event.kind === 'job' && event.name === 'finished') {
+      const job = jobs.get(num(d.job_id));
+      if (!job) continue;
+      job.end_s = seconds(t);
+      job.state = String(d.state);
+      job.exit_code = typeof d.exit_code === 'number' ? d.exit_code : null;
+      job.cpu_s = num(d.cpu_s);
+      job.episodes_done = typeof d.episodes_done === 'number' ? d.episodes_done : null;
+      job.log_path ??= typeof d.log_path === 'string' ? d.log_path : null;
+      charge(job.job_id, num(d.gpu_s) > 0 ? num(d.gpu_s) : job.cpu_s, t);
+    } else if (event.kind === 'rollouts' && event.name === 'batch') {
+      batches++;
+    } else if (event.kind === 'snapshot' && event.name === 'code' && typeof d.tree === 'string') {
+      if (typeof d.job_id === 'number' && jobs.has(d.job_id)) jobs.get(d.job_id)!.code_tree = d.tree;
+      if (typeof d.submission_id === 'number' && submissions.has(d.submission_id)) submissions.get(d.submission_id)!.code_tree = d.tree;
+    } else if (event.kind === 'submission' && event.name === 'queued') {
+      const id = num(d.submission_id);
+      submissions.set(id, {
+        submission_id: id,
+        t_s: seconds(t),
+        path: String(d.path ?? ''),
+        state: 'queued',
+        scores: null,
+        error: null,
+        graded_s: null,
+        code_tree: null,
+        compute_s: round(total, 3),
+      });
+    } else if (event.kind === 'submission' && (event.name === 'graded' || event.name === 'failed')) {
+      const submission = submissions.get(num(d.submission_id));
+      if (!submission) continue;
+      submission.state = event.name;
+      submission.graded_s = seconds(t);
+      if (event.name === 'graded') submission.scores = { public: num(d.public_score), private: num(d.private_score) };
+      else submission.error = String(d.error ?? '');
+    }
+  }
+  return {
+    jobs: [...jobs.values()],
+    submissions: [...submissions.values()].sort((a, b) => a.submission_id - b.submission_id),
+    computeCurve,
+    toolCalls,
+    toolErrors,
+    refusedBaseCopies,
+    batches,
+  };
+}
+
+function buildIterations(
+  facts: RunFacts,
+  jobs: JobFact[],
+  submissions: SubmissionFact[],
+  baseline: ScorePair | null,
+  isBaseCopy: (s: SubmissionFact) => boolean,
+): Iteration[] {
+  let bestSoFar = Number.NEGATIVE_INFINITY;
+  let previousS = Number.NEGATIVE_INFINITY;
+  return submissions.map((submission, i) => {
+    const training = jobs.filter((j) => j.kind === 'training' && j.start_s <= submission.t_s);
+    const inWindow = training.filter((j) => j.start_s > previousS);
+    // Submitting again from an earlier training counts that training.
+    const behind = inWindow.length > 0 ? inWindow : training.slice(-1);
+    const rollouts = jobs.filter((j) => j.kind === 'rollouts' && j.start_s > previousS && j.start_s <= submission.t_s);
+    const rolloutEpisodes = rollouts.reduce((sum, j) => sum + (j.episodes_done ?? 0), 0);
+    previousS = submission.t_s;
+    const trained = behind.some((j) => j.state === 'succeeded');
+    const source = behind.map((j) => trainingSource(facts, j)).join('\n');
+    const copy = !trained || isBaseCopy(submission);
+    const route: Route = copy ? 'copy_of_base' : detectRoute(source);
+    const hyperparameters = Object.assign({}, ...behind.map((j) => hyperparametersOf(j.command, codeOf(facts, j))));
+
+    let outcome: Outcome;
+    if (submission.state === 'failed') outcome = 'grading_failed';
+    else if (!submission.scores) outcome = 'pending';
+    else {
+      const score = submission.scores.public;
+      const above = !baseline || score > baseline.public;
+      outcome = above && score > bestSoFar ? 'new_best' : above ? 'above_baseline' : 'not_above_baseline';
+      bestSoFar = Math.max(bestSoFar, score);
+    }
+    let failure: FailureType | null = null;
+    let evidence: string | null = null;
+    if (outcome === 'not_above_baseline' || outcome === 'grading_failed') {
+      const broken = behind.find((j) => failedJobStates.has(j.state) && facts.logs[j.job_id]?.error);
+      const diverged = behind.find((j) => facts.logs[j.job_id]?.nonFinite);
+      const collapsed = baseline && submission.scores && submission.scores.public < baseline.public / 2;
+      if (copy) {
+        failure = 'copy_model_fallback';
+        evidence = trained ? 'scores equal the baseline on both halves' : 'no training job succeeded before this submission';
+      } else if (diverged || collapsed) {
+        failure = 'training_diverged';
+        evidence = diverged ? `job-${diverged.job_id} logged nan/inf` : `score fell below half the baseline`;
+      } else if (broken) {
+        failure = 'code_error';
+        evidence = `job-${broken.job_id} ${broken.state}: ${facts.logs[broken.job_id]?.errorLine ?? 'error in its log'}`;
+      } else if (route === 'grpo' || route === 'ppo' || route === 'reinforce') {
+        failure = 'rollout_logic_wrong';
+        evidence = `${route} training ran but did not beat the baseline`;
+      } else failure = 'unknown';
+    }
+    return {
+      index: i + 1,
+      submission_id: submission.submission_id,
+      t_s: submission.t_s,
+      scores: submission.scores,
+      route,
+      uses_rollouts: rollouts.length > 0 || /rollouts\//.test(source),
+      rollout_episodes: rolloutEpisodes,
+      training_jobs: behind.map((j) => ({ job_id: j.job_id, state: j.state, command: j.command })),
+      code_tree: submission.code_tree ?? behind.at(-1)?.code_tree ?? null,
+      hyperparameters,
+      outcome,
+      failure_type: failure,
+      evidence,
+    };
+  });
+}
+
+/** The code a training job ran: the files its command names, else its whole code snapshot. */
+function codeOf(facts: RunFacts, job: JobFact): string {
+  const files = job.code_tree ? facts.code[job.code_tree] : undefined;
+  if (!files) return '';
+  const named = Object.keys(files).filter((path) => job.command.includes(`code/${path}`) || job.command.includes(path));
+  return (named.length > 0 ? named : Object.keys(files)).map((path) => files[path]).join('\n');
+}
+
+function trainingSource(facts: RunFacts, job: JobFact): string {
+  return `${job.command}\n${codeOf(facts, job)}`;
+}
+
+/** The training route a script follows, from words and idioms its code and command use. */
+export function detectRoute(source: string): Route {
+  const text = source.toLowerCase();
+  if (/\bppo\b|proximal policy|clip_?(ratio|range|eps)|value[_ ]?(head|loss)|\bgae\b/.test(text)) return 'ppo';
+  if (/grpo|group[_ -]relative/.test(text) || (/group/.test(text) && /advantage/.test(text))) return 'grpo';
+  if (/reinforce|policy[_ ]gradient|log_?probs?\s*\*\s*(rewards?|advantages?)|(rewards?|advantages?)\s*\*\s*log_?probs?/.test(text)) {
+    return 'reinforce';
+  }
+  if (/\bsft\b|supervised|cross_entropy|fine-?tun|\bfit\(|teacher.forcing|rejection[_ -]sampl/.test(text)) return 'sft';
+  return 'unknown';
+}
+
+const hyperparameterNames: Record<string, string> = {
+  lr: 'lr',
+  learning_rate: 'lr',
+  steps: 'steps',
+  max_steps: 'steps',
+  num_steps: 'steps',
+  iterations: 'steps',
+  iters: 'steps',
+  epochs: 'epochs',
+  num_epochs: 'epochs',
+  batch_size: 'batch_size',
+  bs: 'batch_size',
+  warmup: 'warmup',
+  warmup_steps: 'warmup',
+  beta: 'kl_coef',
+  kl: 'kl_coef',
+  kl_coef: 'kl_coef',
+  kl_beta: 'kl_coef',
+  clip: 'clip',
+  clip_eps: 'clip',
+  clip_ratio: 'clip',
+  clip_range: 'clip',
+  group_size: 'group_size',
+  num_generations: 'group_size',
+  temperature: 'temperature',
+  episodes: 'episodes',
+};
+
+const asValue = (raw: string): number | string => (/^-?\d+(\.\d+)?(e-?\d+)?$/i.test(raw) ? Number(raw) : raw);
+
+/** Key hyperparameters: argparse defaults and UPPER_CASE constants in the code, overridden by the command's flags. */
+export function hyperparametersOf(command: string, code: string): Record<string, number | string> {
+  const found: Record<string, number | string> = {};
+  const put = (name: string, raw: string) => {
+    const key = hyperparameterNames[name.toLowerCase().replace(/-/g, '_')];
+    if (key) found[key] = asValue(raw.replace(/^['"]|['"]$/g, ''));
+  };
+  for (const m of code.matchAll(/^\s*([A-Z][A-Z_]*)\s*=\s*([-\d.e]+)\s*(#.*)?$/gm)) put(m[1]!, m[2]!);
+  for (const m of code.matchAll(/add_argument\(\s*["']--([\w-]+)["'][^)]*?default\s*=\s*([-\w.'"]+)/g)) put(m[1]!, m[2]!);
+  for (const m of command.matchAll(/--([\w-]+)(?:=|\s+)([^\s-][^\s]*|-\d[^\s]*)/g)) put(m[1]!, m[2]!);
+  return found;
+}
+
+const logTailBytes = 64 * 1024;
+
+/** Reads what matters in the end of a job log; a missing log shows nothing. */
+export function readLogSignals(path: string): LogSignals {
+  let text = '';
+  try {
+    const fd = openSync(path, 'r');
+    try {
+      const size = fstatSync(fd).size;
+      const buffer = Buffer.alloc(Math.min(size, logTailBytes));
+      readSync(fd, buffer, 0, buffer.length, size - buffer.length);
+      text = buffer.toString('utf8');
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return { error: false, nonFinite: false, errorLine: null };
+  }
+  const errorLine = text
+    .split('\n')
+    .filter((line) => /^\w*(Error|Exception)\b|Traceback \(most recent call last\)/.test(line.trim()))
+    .at(-1);
+  return {
+    error: /Traceback \(most recent call last\)/.test(text) || errorLine !== undefined,
+    nonFinite: /\b(loss|reward|grad\w*)\b[^\n]*\b(nan|-?inf)\b/i.test(text),
+    errorLine: errorLine?.trim().slice(0, 200) ?? null,
+  };
+}
+
+/** Everything the analysis needs about one run, from the store (and the job logs and code snapshots next to it). */
+export function loadRunFacts(store: Store, runId: string): RunFacts {
+  const row = store.getRun(runId);
+  if (!row) throw new Error(`no run ${runId} in ${store.path}`);
+  const task = getTask(row.task_id);
+  const grade = store.getGrade(task.id, row.grader_version, task.baseModelHash);
+  const events = store.listEvents(runId).map((e) => ({
+    t_rel_ms: e.t_rel_ms,
+    kind: e.kind,
+    name: e.name,
+    data: JSON.parse(e.data) as Record<string, unknown>,
+  }));
+  const logs: RunFacts['logs'] = {};
+  for (const job of store.listJobs(runId, ['training'])) logs[job.id] = readLogSignals(job.log_path);
+  const snapshots = codeSnapshotsOf(dirname(store.path));
+  const code: RunFacts['code'] = {};
+  for (const event of events) {
+    const tree = event.kind === 'snapshot' ? event.data.tree : undefined;
+    if (typeof tree !== 'string' || code[tree]) continue;
+    try {
+      const files = snapshots.read(tree).files.filter((f) => /\.(py|sh|json|ya?ml|toml|txt|cfg)$/.test(f.path));
+      code[tree] = Object.fromEntries(files.map((f) => [f.path, snapshots.readFile(f).toString('utf8')]));
+    } catch {
+      code[tree] = {};
+    }
+  }
+  return {
+    run: {
+      id: row.id,
+      task: row.task_id,
+      label: row.label,
+      agent: row.agent,
+      agent_version: row.agent_version,
+      driver_model: row.driver_model,
+      state: row.state,
+      end_reason: row.end_reason,
+      limits: JSON.parse(row.budget) as BudgetLimits,
+      ended_ms: row.ended_at === null ? null : row.ended_at - row.created_at,
+    },
+    baseline: grade ? { public: grade.public_score, private: grade.private_score } : null,
+    events,
+    logs,
+    code,
+  };
+}

@@ -1,0 +1,184 @@
+import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { analyzeRun, loadRunFacts, type RunAnalysis } from './analysis.js';
+import { codeSnapshotsOf } from '../store/code-snapshots.js';
+import { A2rlError } from '../util/errors.js';
+import { startProgress } from '../util/progress.js';
+import { renderHtml } from './render.js';
+import { trajectoriesDir } from '../core/rollouts.js';
+import { openForRead } from '../util/safe-fs.js';
+import type { Store } from '../store/store.js';
+import { publicMetrics, submissionId } from '../core/submissions.js';
+import { getTask } from '../tasks/task.js';
+
+/** Version of the export folder's format (README, "Run exports"); bumped when a file's meaning changes. */
+export const exportFormatVersion = 1;
+
+/** Largest log or trajectory file copied whole; larger ones keep their end (logs) or are left out (trajectories). */
+const maxCopiedBytes = 64 * 2 ** 20;
+
+/**
+ * Writes one run as a self-contained folder: run.json, events.jsonl, jobs.json, logs/,
+ * trajectories/, code/, scores.json, summary.json and report.html. What it writes is
+ * read from the store and the run's files; nothing of the run changes.
+ */
+export function exportRun(store: Store, runId: string, outDir: string, narrative?: string): { dir: string; analysis: RunAnalysis } {
+  const run = store.getRun(runId);
+  if (!run) throw new A2rlError('NOT_FOUND', `No run "${runId}" in ${store.path}; list the runs with a2rl runs list.`);
+  const task = getTask(run.task_id);
+  const facts = loadRunFacts(store, runId);
+  const analysis = analyzeRun(facts);
+  const events = store.listEvents(runId);
+  const jobs = store.listJobs(runId);
+  const trees = [...new Set(events.filter((e) => e.kind === 'snapshot').map((e) => (JSON.parse(e.data) as { tree?: string }).tree))].filter(
+    (t): t is string => typeof t === 'string',
+  );
+  const batches = events
+    .filter((e) => e.kind === 'rollouts' && e.name === 'batch')
+    .map(
+      (e) =>
+        JSON.parse(e.data) as {
+          job_id?: number;
+          episodes: number;
+          mean_reward: number | null;
+          out: string;
+          checkpoint: string;
+          trajectories?: { sha256: string; bytes: number } | null;
+        },
+    );
+  const progress = startProgress(`export ${runId}`, jobs.length + trees.length + batches.length + 1);
+  try {
+    mkdirSync(outDir, { recursive: true });
+    const write = (name: string, content: string) => writeFileSync(join(outDir, name), content);
+    const { owner: _owner, ...runFields } = run;
+    write(
+      'run.json',
+      JSON.stringify(
+        {
+          format_version: exportFormatVersion,
+          run: { ...runFields, budget: JSON.parse(run.budget) },
+          task: {
+            id: task.id,
+            level: task.level,
+            tier: task.tier,
+            metric: task.metric,
+            success_margin: task.successMargin,
+            grader_version: run.grader_version,
+          },
+        },
+        null,
+        2,
+      ),
+    );
+    write('events.jsonl', events.map((e) => JSON.stringify({ ...e, data: JSON.parse(e.data) })).join('\n') + (events.length ? '\n' : ''));
+
+    mkdirSync(join(outDir, 'logs'), { recursive: true });
+    for (const job of jobs) {
+      const log = `logs/job-${job.id}.log`;
+      copyTail(job.log_path, join(outDir, log));
+      progress.tick(log);
+    }
+    write(
+      'jobs.json',
+      JSON.stringify(
+        jobs.map(({ owner: _o, log_path: _l, ...job }) => ({ ...job, log: `logs/job-${job.id}.log` })),
+        null,
+        2,
+      ),
+    );
+
+    mkdirSync(join(outDir, 'trajectories'), { recursive: true });
+    const workspace = join(run.dir, 'workspace');
+    const recorded = trajectoriesDir(dirname(store.path));
+    const trajectories = batches.map((batch) => {
+      const file = `trajectories/${batch.out.split('/').pop()}`;
+      // The server's own copy, as it read the batch; the workspace file only for batches recorded before copies were kept.
+      const copy = batch.trajectories ? join(recorded, `${batch.trajectories.sha256}.jsonl`) : null;
+      let note: string | undefined;
+      if (copy && existsSync(copy)) copyFileSync(copy, join(outDir, file));
+      else if (copyFromWorkspace(workspace, batch.out, join(outDir, file))) note = 'from the workspace: no recorded copy';
+      else note = 'missing or too large to copy';
+      progress.tick(file);
+      return { ...batch, file: note === 'missing or too large to copy' ? null : file, note };
+    });
+    write('trajectories/index.json', JSON.stringify(trajectories, null, 2));
+
+    const snapshots = codeSnapshotsOf(dirname(store.path));
+    mkdirSync(join(outDir, 'code'), { recursive: true });
+    const codeIndex = trees.map((tree) => {
+      snapshots.materialize(tree, join(outDir, 'code', tree));
+      progress.tick(`code ${tree.slice(0, 12)}`);
+      const { files, skipped } = snapshots.read(tree);
+      return { tree, dir: `code/${tree}`, files: files.map((f) => ({ path: f.path, sha256: f.sha256, bytes: f.bytes })), skipped };
+    });
+    write('code/index.json', JSON.stringify(codeIndex, null, 2));
+
+    const baseline = store.getGrade(task.id, run.grader_version, task.baseModelHash);
+    const scores = {
+      baseline: baseline ? { public: baseline.public_score, private: baseline.private_score } : null,
+      submissions: store.listSubmissions(runId).map((s) => {
+        const grade = s.state === 'graded' ? store.getGrade(task.id, run.grader_version, s.content_hash) : undefined;
+        return {
+          submission_id: submissionId(s.id),
+          path: s.path,
+          note: s.note,
+          state: s.state,
+          error: s.error,
+          content_hash: s.content_hash,
+          submitted_s: (s.created_at - run.created_at) / 1000,
+          graded_s: s.graded_at === null ? null : (s.graded_at - run.created_at) / 1000,
+          public: grade?.public_score ?? null,
+          private: grade?.private_score ?? null,
+          metrics: grade ? publicMetrics(grade.details) : null,
+        };
+      }),
+    };
+    write('scores.json', JSON.stringify(scores, null, 2));
+    write('summary.json', JSON.stringify({ ...analysis, narrative: narrative ?? null }, null, 2));
+    write('report.html', renderHtml(analysis, narrative));
+    progress.tick('report.html');
+    return { dir: outDir, analysis };
+  } finally {
+    progress.stop();
+  }
+}
+
+/** Copies a file, or its last `maxCopiedBytes` when larger; a missing file becomes an empty one. */
+function copyTail(source: string, target: string): void {
+  let fd: number;
+  try {
+    fd = openSync(source, 'r');
+  } catch {
+    writeFileSync(target, '');
+    return;
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const length = Math.min(size, maxCopiedBytes);
+    const buffer = Buffer.alloc(length);
+    readSync(fd, buffer, 0, length, size - length);
+    writeFileSync(target, buffer);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Copies a workspace file (never through a symlink, never from outside it) no larger than `maxCopiedBytes`; false when it was not copied. */
+function copyFromWorkspace(workspace: string, path: string, target: string): boolean {
+  let fd: number;
+  try {
+    fd = openForRead(join(workspace, path), workspace, path);
+  } catch {
+    return false;
+  }
+  try {
+    const size = fstatSync(fd).size;
+    if (size > maxCopiedBytes) return false;
+    const buffer = Buffer.alloc(size);
+    readSync(fd, buffer, 0, size, 0);
+    writeFileSync(target, buffer);
+    return true;
+  } finally {
+    closeSync(fd);
+  }
+}

@@ -1,0 +1,187 @@
+import { startProgress } from '../util/progress.js';
+import type { Store } from '../store/store.js';
+import { bestSubmission, gradedSubmissions } from '../core/submissions.js';
+import { getTask } from '../tasks/task.js';
+
+/**
+ * Results over repeated runs, grouped by agent, driver model and task. A run's result is
+ * its final score (DESIGN.md): the private score of its best public submission, or the
+ * baseline's when it has no graded submission (the model was left as it was).
+ */
+
+export interface RunResult {
+  run_id: string;
+  agent: string;
+  driver_model: string;
+  task: string;
+  final: number;
+  baseline: number;
+  improvement: number;
+  success: boolean;
+}
+
+export interface LeaderboardRow {
+  agent: string;
+  driver_model: string;
+  task: string;
+  runs: number;
+  mean: number;
+  /** Sample standard deviation; null for a single run. */
+  std: number | null;
+  ci_low: number;
+  ci_high: number;
+  mean_improvement: number;
+  baseline: number;
+  success_rate: number;
+  success_margin: number;
+}
+
+/** Ended runs' results (of one task, or all); runs without a baseline grade yet are left out. */
+export function runResults(store: Store, task?: string): RunResult[] {
+  const runs = store.listRuns().filter((run) => run.state === 'ended' && (task === undefined || run.task_id === task));
+  const progress = startProgress('runs', runs.length);
+  try {
+    return runs.flatMap((run) => {
+      progress.tick(run.id);
+      const definition = getTask(run.task_id);
+      const baseline = store.getGrade(definition.id, run.grader_version, definition.baseModelHash);
+      if (!baseline) return [];
+      const best = bestSubmission(gradedSubmissions(store, run));
+      const final = best?.private ?? baseline.private_score;
+      const improvement = final - baseline.private_score;
+      return [
+        {
+          run_id: run.id,
+          agent: run.agent ?? run.label ?? 'unlabelled',
+          driver_model: run.driver_model ?? '–',
+          task: run.task_id,
+          final,
+          baseline: baseline.private_score,
+          improvement,
+          success: improvement >= definition.successMargin,
+        },
+      ];
+    });
+  } finally {
+    progress.stop();
+  }
+}
+
+/** A small seeded generator (mulberry32): the same runs always give the same interval. */
+function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/** Percentile bootstrap confidence interval of the mean. */
+export function bootstrapCi(values: readonly number[], level = 0.95, resamples = 10_000, seed = 1): [number, number] {
+  if (values.length === 0) throw new Error('no values to bootstrap');
+  if (values.length === 1) return [values[0]!, values[0]!];
+  const random = seededRandom(seed);
+  const means = new Float64Array(resamples);
+  for (let r = 0; r < resamples; r++) {
+    let sum = 0;
+    for (let i = 0; i < values.length; i++) sum += values[Math.floor(random() * values.length)]!;
+    means[r] = sum / values.length;
+  }
+  means.sort();
+  const at = (q: number) => means[Math.min(resamples - 1, Math.max(0, Math.floor(q * resamples)))]!;
+  return [at((1 - level) / 2), at(1 - (1 - level) / 2)];
+}
+
+export function standardDeviation(values: readonly number[]): number | null {
+  if (values.length < 2) return null;
+  const m = mean(values);
+  return Math.sqrt(values.reduce((sum, x) => sum + (x - m) ** 2, 0) / (values.length - 1));
+}
+
+const round = (x: number) => Math.round(x * 100) / 100;
+
+export function buildLeaderboard(results: readonly RunResult[]): LeaderboardRow[] {
+  const groups = new Map<string, RunResult[]>();
+  for (const result of results) {
+    const key = JSON.stringify([result.task, result.agent, result.driver_model]);
+    groups.set(key, [...(groups.get(key) ?? []), result]);
+  }
+  const rows = [...groups.values()].map((group) => {
+    const finals = group.map((r) => r.final);
+    const [low, high] = bootstrapCi(finals);
+    const std = standardDeviation(finals);
+    return {
+      agent: group[0]!.agent,
+      driver_model: group[0]!.driver_model,
+      task: group[0]!.task,
+      runs: group.length,
+      mean: round(mean(finals)),
+      std: std === null ? null : round(std),
+      ci_low: round(low),
+      ci_high: round(high),
+      mean_improvement: round(mean(group.map((r) => r.improvement))),
+      baseline: round(mean(group.map((r) => r.baseline))),
+      success_rate: round(group.filter((r) => r.success).length / group.length),
+      success_margin: getTask(group[0]!.task).successMargin,
+    };
+  });
+  return rows.sort((a, b) => a.task.localeCompare(b.task) || b.mean - a.mean || a.agent.localeCompare(b.agent));
+}
+
+const columns: Array<[string, (row: LeaderboardRow) => string]> = [
+  ['task', (r) => r.task],
+  ['agent', (r) => r.agent],
+  ['driver model', (r) => r.driver_model],
+  ['runs', (r) => String(r.runs)],
+  ['mean final score', (r) => r.mean.toFixed(2)],
+  ['std', (r) => (r.std === null ? '' : r.std.toFixed(2))],
+  ['95% CI low', (r) => r.ci_low.toFixed(2)],
+  ['95% CI high', (r) => r.ci_high.toFixed(2)],
+  ['baseline', (r) => r.baseline.toFixed(2)],
+  ['mean improvement', (r) => r.mean_improvement.toFixed(2)],
+  ['success rate', (r) => r.success_rate.toFixed(2)],
+  ['success margin', (r) => String(r.success_margin)],
+];
+
+export function leaderboardCsv(rows: readonly LeaderboardRow[]): string {
+  const quote = (text: string) => (/[",\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text);
+  return [columns.map(([name]) => name), ...rows.map((row) => columns.map(([, value]) => value(row)))]
+    .map((cells) => cells.map(quote).join(','))
+    .join('\n')
+    .concat('\n');
+}
+
+export function leaderboardMarkdown(rows: readonly LeaderboardRow[]): string {
+  const line = (cells: string[]) => `| ${cells.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`;
+  return [
+    '# a2rl-bench leaderboard',
+    '',
+    'Final score: the private score of each run’s best public submission (the baseline’s when it has none). ' +
+      'CI: 95% percentile bootstrap of the mean over runs. Success: final score at least the task’s margin above the baseline.',
+    '',
+    line(columns.map(([name]) => name)),
+    line(columns.map(() => '---')),
+    ...rows.map((row) => line(columns.map(([, value]) => value(row) || '–'))),
+    '',
+  ].join('\n');
+}
+
+export function leaderboardHtml(rows: readonly LeaderboardRow[]): string {
+  const escape = (text: string) => text.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]!);
+  const head = columns.map(([name]) => `<th>${escape(name)}</th>`).join('');
+  const body = rows.map((row) => `<tr>${columns.map(([, value]) => `<td>${escape(value(row) || '–')}</td>`).join('')}</tr>`).join('\n');
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>a2rl-bench leaderboard</title>
+<style>body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1100px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}th{background:#f3f3f3}td:nth-child(n+4){text-align:right}</style></head>
+<body><h1>a2rl-bench leaderboard</h1>
+<p>Final score: the private score of each run’s best public submission (the baseline’s when it has none). CI: 95% percentile bootstrap of the mean over runs. Success: final score at least the task’s margin above the baseline.</p>
+<table><thead><tr>${head}</tr></thead><tbody>
+${body}
+</tbody></table></body></html>
+`;
+}

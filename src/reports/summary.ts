@@ -1,0 +1,58 @@
+import type { Store } from '../store/store.js';
+import { bestSubmission, type GradedSubmission, gradedSubmissions } from '../core/submissions.js';
+import { getTask } from '../tasks/task.js';
+
+export interface ScorePair {
+  public: number;
+  private: number;
+}
+
+export interface RunSummary {
+  run_id: string;
+  task: string;
+  level: number;
+  metric: string;
+  label: string | null;
+  state: string;
+  end_reason: string | null;
+  baseline: ScorePair | null;
+  /** The submission with the best public score, with its private score: the run's final result. */
+  best: GradedSubmission | null;
+  last: GradedSubmission | null;
+  improvement: ScorePair | null;
+  submissions: number;
+  failed_submissions: number;
+  compute_seconds: number;
+  wall_seconds: number;
+}
+
+/** The facts of one run from the store alone (what the final report and the demo print). */
+export function summarizeRun(store: Store, runId: string): RunSummary {
+  const run = store.getRun(runId);
+  if (!run) throw new Error(`no run ${runId} in ${store.path}`);
+  const task = getTask(run.task_id);
+  const baselineGrade = store.getGrade(task.id, run.grader_version, task.baseModelHash);
+  const graded = gradedSubmissions(store, run);
+  const best = bestSubmission(graded);
+  const baseline = baselineGrade ? { public: baselineGrade.public_score, private: baselineGrade.private_score } : null;
+  const submissions = store.listSubmissions(runId);
+  const round = (x: number) => Math.round(x * 100) / 100;
+  return {
+    run_id: runId,
+    task: task.id,
+    level: task.level,
+    metric: task.metric,
+    label: run.label,
+    state: run.state,
+    end_reason: run.end_reason,
+    baseline,
+    best,
+    last: graded.at(-1) ?? null,
+    improvement:
+      best && baseline ? { public: round(best.public - baseline.public), private: round(best.private - baseline.private) } : null,
+    submissions: submissions.length,
+    failed_submissions: submissions.filter((s) => s.state === 'failed').length,
+    compute_seconds: round(store.usage(runId).computeSeconds),
+    wall_seconds: round(((run.ended_at ?? Date.now()) - run.created_at) / 1000),
+  };
+}

@@ -1,0 +1,157 @@
+import { randomBytes, createHash } from 'node:crypto';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
+import { A2rlError } from '../util/errors.js';
+import { treeHash } from '../util/hashing.js';
+import { openForRead } from '../util/safe-fs.js';
+
+export interface SnapshotLimits {
+  maxFiles: number;
+  maxBytes: number;
+  requiredFiles: string[];
+}
+
+export interface Snapshot {
+  contentHash: string;
+  dir: string;
+  files: number;
+  bytes: number;
+  /** False when identical content was already stored (by any run). */
+  created: boolean;
+}
+
+interface PlannedFile {
+  path: string;
+  source: string;
+  size: number;
+}
+
+/** Lists a checkpoint folder, refusing anything that is not a plain file or folder. */
+function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): PlannedFile[] {
+  const files: PlannedFile[] = [];
+  let bytes = 0;
+  const walk = (dir: string, prefix: string) => {
+    for (const name of readdirSync(dir).sort()) {
+      const source = join(dir, name);
+      const path = prefix ? `${prefix}/${name}` : name;
+      const stats = lstatSync(source);
+      if (stats.isSymbolicLink()) {
+        throw new A2rlError(
+          'INVALID_INPUT',
+          `${shownPath}/${path} is a symlink; a submission must hold real files. Copy the file in its place (cp -L) and submit again.`,
+        );
+      }
+      if (stats.isDirectory()) {
+        walk(source, path);
+        continue;
+      }
+      if (!stats.isFile()) throw new A2rlError('INVALID_INPUT', `${shownPath}/${path} is not a regular file; remove it and submit again.`);
+      files.push({ path, source, size: stats.size });
+      bytes += stats.size;
+      if (files.length > limits.maxFiles || bytes > limits.maxBytes) {
+        throw new A2rlError(
+          'TOO_LARGE',
+          `${shownPath} holds more than ${limits.maxFiles} files or ${limits.maxBytes} bytes; submit only the checkpoint (${limits.requiredFiles.join(', ')}).`,
+        );
+      }
+    }
+  };
+  walk(sourceDir, '');
+  if (files.length === 0) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `${shownPath} is empty. Save a checkpoint there (${limits.requiredFiles.join(', ')}) and submit again.`,
+    );
+  }
+  const missing = limits.requiredFiles.filter((required) => !files.some((f) => f.path === required));
+  if (missing.length > 0) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `${shownPath} lacks ${missing.join(', ')}. A checkpoint folder holds ${limits.requiredFiles.join(' and ')} (save it with microlm.checkpoint.save).`,
+    );
+  }
+  return files;
+}
+
+/**
+ * Copies the first `size` bytes of a file without following links, hashing exactly what
+ * it copies: a file that grows meanwhile cannot push the snapshot past its limits.
+ */
+function copyHashed(source: string, sourceDir: string, shown: string, target: string, size: number): string {
+  const hash = createHash('sha256');
+  const input = openForRead(source, sourceDir, shown);
+  const output = openSync(target, 'wx', 0o444);
+  try {
+    const buffer = Buffer.allocUnsafe(1 << 20);
+    for (let left = size; left > 0;) {
+      const n = readSync(input, buffer, 0, Math.min(buffer.length, left), null);
+      if (n === 0) break;
+      hash.update(buffer.subarray(0, n));
+      writeSync(output, buffer, 0, n);
+      left -= n;
+    }
+  } finally {
+    closeSync(input);
+    closeSync(output);
+  }
+  return hash.digest('hex');
+}
+
+/**
+ * Snapshots a checkpoint folder into `storeDir/<contentHash>`, out of the agent's reach.
+ * What is graded is this copy, whatever happens to the folder afterwards.
+ */
+export function snapshotDirectory(sourceDir: string, shownPath: string, storeDir: string, limits: SnapshotLimits): Snapshot {
+  const files = plan(sourceDir, shownPath, limits);
+  const staging = join(storeDir, `.staging-${randomBytes(8).toString('hex')}`);
+  mkdirSync(staging, { recursive: true });
+  try {
+    const hashed = files.map((file) => {
+      const target = join(staging, file.path);
+      mkdirSync(dirname(target), { recursive: true });
+      return { path: file.path, sha256: copyHashed(file.source, sourceDir, `${shownPath}/${file.path}`, target, file.size) };
+    });
+    const contentHash = treeHash(hashed);
+    const dir = join(storeDir, contentHash);
+    const created = !existsSync(dir);
+    if (created) {
+      renameSync(staging, dir);
+      lockDown(dir);
+    } else rmSync(staging, { recursive: true, force: true });
+    const bytes = files.reduce((sum, f) => sum + f.size, 0);
+    return { contentHash, dir, files: files.length, bytes, created };
+  } catch (error) {
+    rmSync(staging, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+function lockDown(dir: string): void {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.isDirectory()) lockDown(join(dir, entry.name));
+  }
+  chmodSync(dir, 0o555);
+}
+
+/** Deletes a snapshot this call stored but nothing will use. */
+export function discardSnapshot(snapshot: Snapshot): void {
+  if (!snapshot.created) return;
+  const unlock = (dir: string) => {
+    chmodSync(dir, 0o755);
+    for (const entry of readdirSync(dir, { withFileTypes: true })) if (entry.isDirectory()) unlock(join(dir, entry.name));
+  };
+  unlock(snapshot.dir);
+  rmSync(snapshot.dir, { recursive: true, force: true });
+}
