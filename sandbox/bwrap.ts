@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { JobCgroup, sweepCgroups } from './cgroup.js';
+import { cgroupsUnavailableReason, JobCgroup, sweepCgroups } from './cgroup.js';
 import { processTree, signalAll } from './process-tree.js';
 import type { ExecOptions, ExitStatus, ResourceUsage, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from './contract.js';
 
@@ -36,8 +36,17 @@ export class BubblewrapBackend implements SandboxBackend {
     return new BubblewrapInstance(spec, this.group, this.bwrapPath);
   }
 
+  hostCheck(): string | undefined {
+    const noCgroups = cgroupsUnavailableReason();
+    return noCgroups && `${noCgroups}: jobs run without memory, CPU and process limits, and compute is charged as wall time × all cores`;
+  }
+
   async sweep(ownerAlive: (owner: string) => boolean): Promise<string[]> {
     return sweepCgroups(ownerAlive);
+  }
+
+  async dispose(): Promise<void> {
+    JobCgroup.removeGroup(this.group);
   }
 }
 

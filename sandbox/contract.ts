@@ -89,10 +89,17 @@ export interface SandboxBackend {
   readonly name: string;
   /** Why this backend cannot run here, or undefined when it can. */
   unavailableReason(): Promise<string | undefined>;
+  /**
+   * What this host lacks that the backend would use, though it can run without it (e.g. no
+   * writable cgroups: jobs run without limits, compute charged as wall time); undefined when nothing.
+   */
+  hostCheck(): string | undefined;
   create(spec: SandboxSpec): Promise<SandboxInstance>;
   /**
    * After a crash: stops and removes what servers that are gone left behind (cgroups,
    * containers); what a live server owns is left alone. Resolves with what it removed.
    */
   sweep(ownerAlive: (owner: string) => boolean): Promise<string[]>;
+  /** Releases what the backend holds for its owner once every sandbox of it is destroyed (the server stops). */
+  dispose(): Promise<void>;
 }

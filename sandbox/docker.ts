@@ -77,6 +77,14 @@ export class DockerBackend implements SandboxBackend {
     return instance;
   }
 
+  hostCheck(): string | undefined {
+    const noCgroups = cgroupsUnavailableReason();
+    return noCgroups && `${noCgroups}: jobs run with the container's limits only, and compute is charged as wall time × all cores`;
+  }
+
+  /** Nothing to release: every container goes with its sandbox. */
+  async dispose(): Promise<void> {}
+
   /** After a crash: removes the containers of servers that are gone, and the job cgroups left in them. */
   async sweep(ownerAlive: (owner: string) => boolean): Promise<string[]> {
     const containers = await this.docker.listContainers({ all: true, filters: { label: [labels.owner] } });

@@ -26,7 +26,7 @@ export const budgetStatusTool = defineTool({
   }),
   annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run) => {
-    const row = run.engine.store.getRun(run.id)!;
+    const row = run.current();
     const budget = run.budget();
     run.measureDisk();
     const disk = run.disk();

@@ -13,7 +13,7 @@ export const cancelJobTool = defineTool({
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   handler: async (run, args) => {
     const job = findJob(run, args.job_id);
-    const final = isFinished(job) ? job : await run.engine.jobs.stop(job.id, 'cancelled', 'cancelled by the agent');
+    const final = isFinished(job) ? job : await run.cancelJob(job.id);
     const view = viewJob(run, final);
     return {
       structured: view,

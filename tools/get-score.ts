@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Run } from '../src/core/run.js';
-import { bestSubmission, gradedSubmissions, parseSubmissionId, type SubmissionView, viewSubmission } from '../src/core/submissions.js';
+import { bestSubmission, parseSubmissionId } from '../src/core/submissions.js';
+import { type SubmissionView, viewSubmission } from './shared/submission-view.js';
 import { A2rlError } from '../src/util/errors.js';
 import { defineTool, maxWaitSeconds, reportProgress } from './shared/define.js';
 
@@ -54,10 +55,10 @@ export const getScoreTool = defineTool({
       }
       views = [viewSubmission(run, row)];
     } else {
-      views = run.engine.store.listSubmissions(run.id).map((row) => viewSubmission(run, row));
+      views = run.listSubmissions().map((row) => viewSubmission(run, row));
     }
-    const best = bestSubmission(gradedSubmissions(run.engine.store, run.row));
-    const baselineGrade = run.engine.grader.cached(run.task, run.task.baseModelHash);
+    const best = bestSubmission(run.gradedSubmissions());
+    const baselineGrade = run.baselineGrade();
     const baseline = { state: baselineGrade ? ('graded' as const) : ('pending' as const), score: baselineGrade?.public_score ?? null };
     const improvement = best && baseline.score !== null ? Math.round((best.public - baseline.score) * 100) / 100 : null;
     const structured = {
@@ -77,8 +78,7 @@ export const getScoreTool = defineTool({
 });
 
 function find(run: Run, id: number, shown: string) {
-  const row = run.engine.store.getSubmission(id);
-  if (!row || row.run_id !== run.id)
-    throw new A2rlError('NOT_FOUND', `No submission "${shown}" in this run. List yours with get_score and no submission_id.`);
+  const row = run.submission(id);
+  if (!row) throw new A2rlError('NOT_FOUND', `No submission "${shown}" in this run. List yours with get_score and no submission_id.`);
   return row;
 }

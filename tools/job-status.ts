@@ -20,8 +20,8 @@ export const jobStatusTool = defineTool({
   annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run, args, extra) => {
     if (args.job_id === undefined) {
-      run.engine.jobs.sample();
-      const jobs = run.engine.store.listJobs(run.id, ['exec', 'training', 'rollouts']).map((job) => viewJob(run, job));
+      run.sampleJobs();
+      const jobs = run.listJobs().map((job) => viewJob(run, job));
       return { structured: { jobs }, text: jobs.length ? jobs.map(describe).join('\n') : 'No jobs yet.' };
     }
     const job = await waitForJob(run, findJob(run, args.job_id), args.wait_seconds, extra);

@@ -28,7 +28,7 @@ export const runTrainingTool = defineTool({
   outputSchema: jobViewSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run, args) => {
-    const pool = run.engine.jobs.gpus.poolSize('jobs');
+    const pool = run.gpuPool();
     if (args.gpus > pool) {
       throw new A2rlError(
         'INVALID_INPUT',

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { submitArtifact, viewSubmission } from '../src/core/submissions.js';
+import { viewSubmission } from './shared/submission-view.js';
 import { defineTool } from './shared/define.js';
 
 export const submitArtifactTool = defineTool({
@@ -27,7 +27,7 @@ export const submitArtifactTool = defineTool({
   }),
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   handler: async (run, args) => {
-    const { submission, duplicate } = submitArtifact(run, args.path, args.note);
+    const { submission, duplicate } = run.submit(args.path, args.note);
     const view = viewSubmission(run, submission);
     const left = run.budget().submissions.left;
     const structured = {

@@ -1,28 +1,26 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createBackend, type SandboxName } from '../../sandbox/registry.js';
-import { cgroupsUnavailableReason, JobCgroup } from '../../sandbox/cgroup.js';
-import { isAncestor, processStartTime } from '../../sandbox/process-tree.js';
 import type { SandboxBackend } from '../../sandbox/contract.js';
+import { isAncestor } from '../../sandbox/process-tree.js';
+import { createBackend, type SandboxName } from '../../sandbox/registry.js';
 import { type BudgetLimits, formatBudget, parseBudget } from '../tasks/budget.js';
 import { renderInstructions } from './instructions.js';
 import { A2rlError } from '../util/errors.js';
 import { GpuAllocator } from '../jobs/gpu-allocator.js';
 import { Grader } from '../grading/grader.js';
 import { JobManager } from '../jobs/job-manager.js';
-import { LlmJudge, type LlmJudgeOptions } from '../grading/judge/llm.js';
-import { RubricJudge } from '../grading/judge/rubric.js';
+import { createJudge, type JudgeConfig } from '../grading/judge/registry.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { packageRoot } from '../util/paths.js';
 import { eventRecorder } from '../store/events.js';
+import { markJobsOfStoppedServersLost, noOwner, ownerAlive, ownerOfThisProcess, ownerPid } from './ownership.js';
 import { agentJobKinds, maxConcurrentJobs, Run } from './run.js';
+import type { RunServices } from './services.js';
 import { type RunRow, Store, type SubmissionRow } from '../store/store.js';
 import { startGrading } from './submissions.js';
 import { getTask, type Task } from '../tasks/task.js';
 import { Workspace } from './workspace.js';
-
-export type JudgeConfig = { kind: 'rubric' } | ({ kind: 'llm' } & LlmJudgeOptions);
 
 export interface EngineOptions {
   home: string;
@@ -59,10 +57,13 @@ export const defaultDiskQuotaBytes = 4 * 2 ** 30;
 const writableDirs = ['code', 'output', 'rollouts'];
 
 /**
- * The server-side core, one per process: store, sandbox backend, jobs, grading, and the
- * runs it serves. Transports and MCP sessions sit on top of it.
+ * The server-side core, one per process: it wires the store, sandbox backend, jobs and
+ * grading into the services every run is given, and keeps the runs it serves (creating,
+ * adopting, recovering them). Transports and MCP sessions sit on top of it.
  */
 export class Engine {
+  /** What every run this engine serves is given. */
+  readonly services: RunServices;
   private readonly runs = new Map<string, Run>();
   private readonly adopting = new Map<string, Promise<Run>>();
   private readonly ticker: NodeJS.Timeout;
@@ -76,39 +77,29 @@ export class Engine {
     readonly jobs: JobManager,
     readonly grader: Grader,
     readonly owner: string,
-    readonly maxJobs: number,
-    readonly diskQuotaBytes: number,
+    limits: RunServices['limits'],
   ) {
+    this.services = { home, store, jobs, grader, logger, limits };
     this.ticker = setInterval(() => this.tick(), 1000);
     this.ticker.unref();
   }
 
   static async open(options: EngineOptions): Promise<Engine> {
     const logger = options.logger ?? createLogger().logger;
-    const owner = `${process.pid}-${processStartTime(process.pid) ?? 0}`;
+    const owner = ownerOfThisProcess();
     const backend = createBackend(options.sandbox ?? 'bwrap', owner);
     const unavailable = await backend.unavailableReason();
     if (unavailable) throw new A2rlError('SANDBOX_UNAVAILABLE', `The ${backend.name} sandbox cannot run here: ${unavailable}.`);
-    const noCgroups = cgroupsUnavailableReason();
-    if (noCgroups) {
-      logger.warn(`${noCgroups}: jobs run without memory, CPU and process limits, and compute is charged as wall time × all cores`);
-    }
+    const shortcoming = backend.hostCheck();
+    if (shortcoming) logger.warn(shortcoming);
     const store = new Store(join(options.home, 'store.sqlite'));
     const jobs = new JobManager(store, logger, owner, new GpuAllocator(options.gpus ?? []));
-    const judgeConfig = options.judge ?? { kind: 'rubric' };
-    const judge = judgeConfig.kind === 'llm' ? new LlmJudge(store, judgeConfig) : new RubricJudge(backend, join(options.home, 'judging'));
+    const judge = createJudge(options.judge ?? { kind: 'rubric' }, { store, backend, home: options.home });
     const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
-    const engine = new Engine(
-      options.home,
-      store,
-      logger,
-      backend,
-      jobs,
-      grader,
-      owner,
-      options.maxJobs ?? Number.POSITIVE_INFINITY,
-      options.diskQuotaBytes ?? defaultDiskQuotaBytes,
-    );
+    const engine = new Engine(options.home, store, logger, backend, jobs, grader, owner, {
+      maxJobs: options.maxJobs ?? Number.POSITIVE_INFINITY,
+      diskQuotaBytes: options.diskQuotaBytes ?? defaultDiskQuotaBytes,
+    });
     if (options.recover ?? true) await engine.recover();
     return engine;
   }
@@ -120,7 +111,7 @@ export class Engine {
    */
   private async recover(): Promise<void> {
     const now = Date.now();
-    await this.markJobsOfStoppedServersLost();
+    await markJobsOfStoppedServersLost(this.store, this.backend, this.logger);
     for (const run of this.store.listActiveRuns()) {
       if (ownerAlive(run.owner) || this.isRemote(run.id)) continue;
       this.store.endRun(run.id, 'the server stopped before the run ended', now);
@@ -133,32 +124,10 @@ export class Engine {
     }
   }
 
-  /** Running jobs (of one run, or all) whose server is gone end as lost; what they left in the sandbox backend is removed. */
-  private async markJobsOfStoppedServersLost(runId?: string): Promise<void> {
-    const now = Date.now();
-    for (const job of this.store.listRunningJobs()) {
-      if (ownerAlive(job.owner) || (runId !== undefined && job.run_id !== runId)) continue;
-      this.store.finishJob(job.id, {
-        state: 'lost',
-        reason: 'the server that ran this job stopped before it ended',
-        exit_code: null,
-        signal: null,
-        cpu_s: job.cpu_s,
-        gpu_s: job.gpu_s,
-        episodes_done: null,
-        result: null,
-        ended_at: now,
-      });
-      this.logger.warn({ job: job.id, run: job.run_id }, 'job of a stopped server marked lost');
-    }
-    const swept = await this.backend.sweep(ownerAlive);
-    if (swept.length > 0) this.logger.warn({ sandbox: this.backend.name, swept }, 'removed what stopped servers left in the sandbox');
-  }
-
   private regrade(run: RunRow, submission: SubmissionRow): void {
     this.logger.info({ run: run.id, submission: submission.id }, 're-grading a submission left unfinished by a stopped server');
     startGrading(
-      this,
+      this.services,
       getTask(run.task_id),
       { id: run.id, dir: run.dir, record: eventRecorder(this.store, run.id, run.created_at) },
       submission,
@@ -231,7 +200,7 @@ export class Engine {
     });
     const instructions = readFileSync(join(row.dir, 'instructions.md'), 'utf8');
     const record = eventRecorder(this.store, row.id, row.created_at);
-    const run = new Run(this, row, task, JSON.parse(row.budget) as BudgetLimits, workspace, sandbox, instructions, record);
+    const run = new Run(this.services, row, task, JSON.parse(row.budget) as BudgetLimits, workspace, sandbox, instructions, record);
     this.runs.set(row.id, run);
     void this.gradeBaseline(run).catch(() => undefined);
     return run;
@@ -257,7 +226,7 @@ export class Engine {
     if (row.owner !== this.owner && (ownerAlive(row.owner) || !this.store.claimRun(id, row.owner, this.owner))) {
       throw new A2rlError(
         'CONFLICT',
-        `Run ${id} is served by another a2rl process (pid ${row.owner.split('-')[0]}); connect to that server, or stop it first.`,
+        `Run ${id} is served by another a2rl process (pid ${ownerPid(row.owner)}); connect to that server, or stop it first.`,
       );
     }
     const run = await this.serveTakenOver(row, 'adopted');
@@ -277,7 +246,7 @@ export class Engine {
 
   /** Serves a run this process has just claimed from `row.owner`; unfinished gradings are graded again here. */
   private async serveTakenOver(row: RunRow, event: string): Promise<Run> {
-    await this.markJobsOfStoppedServersLost(row.id);
+    await markJobsOfStoppedServersLost(this.store, this.backend, this.logger, row.id);
     let run: Run;
     try {
       run = await this.serveRun(this.store.getRun(row.id)!);
@@ -306,11 +275,10 @@ export class Engine {
     }
     if (row.state === 'ended') throw new A2rlError('RUN_ENDED', `Run ${id} has ended (${row.end_reason}); a2rl run starts a new one.`);
     this.checkGraderVersion(row);
-    const [ownerPid] = row.owner.split('-').map(Number);
-    if (ownerAlive(row.owner) && !isAncestor(ownerPid!)) {
+    if (ownerAlive(row.owner) && !isAncestor(ownerPid(row.owner))) {
       throw new A2rlError(
         'CONFLICT',
-        `Run ${id} is held by another a2rl process (pid ${ownerPid}); only the agent that a2rl run started for it can serve it.`,
+        `Run ${id} is held by another a2rl process (pid ${ownerPid(row.owner)}); only the agent that a2rl run started for it can serve it.`,
       );
     }
     if (!this.store.claimRun(id, row.owner, this.owner)) throw new A2rlError('CONFLICT', `Run ${id} was just taken by another process.`);
@@ -322,14 +290,14 @@ export class Engine {
    * with its server): the run ends, jobs of stopped servers end as lost, and unfinished
    * gradings, the baseline's too, are graded here; `grader.drain()` waits for them.
    */
-  settleAbandonedRun(id: string, reason: string): void {
+  async settleAbandonedRun(id: string, reason: string): Promise<void> {
     const row = this.store.getRun(id);
     if (!row) throw new A2rlError('NOT_FOUND', `No run "${id}" in ${this.home}.`);
     if (row.owner !== this.owner && ownerAlive(row.owner)) {
-      throw new A2rlError('CONFLICT', `Run ${id} is still served by pid ${row.owner.split('-')[0]}; stop that process first.`);
+      throw new A2rlError('CONFLICT', `Run ${id} is still served by pid ${ownerPid(row.owner)}; stop that process first.`);
     }
     const record = eventRecorder(this.store, id, row.created_at);
-    this.markJobsOfStoppedServersLost(id);
+    await markJobsOfStoppedServersLost(this.store, this.backend, this.logger, id);
     if (this.store.endRun(id, reason, Date.now())) record('run', 'ended', { reason });
     for (const submission of this.store.listUnfinishedSubmissions()) {
       if (submission.run_id === id) this.regrade(row, submission);
@@ -394,7 +362,7 @@ export class Engine {
     await this.jobs.stopAll('the server stopped');
     // A run's sandbox (Docker: its container) goes with the server; an adopting server makes a new one.
     await Promise.all([...this.runs.values()].map((run) => run.sandbox.destroy()));
-    JobCgroup.removeGroup(this.owner);
+    await this.backend.dispose();
     this.store.close();
   }
 }
@@ -411,12 +379,4 @@ function workspaceOf(task: Task, dir: string): Workspace {
     { path: 'lib/microlm', source: task.paths.library },
     { path: `lib/${task.env.package}`, source: task.paths.env },
   ]);
-}
-
-/** The owner of a run no process serves yet: never alive, so the first server to need it adopts it. */
-const noOwner = '0-0';
-
-function ownerAlive(owner: string): boolean {
-  const [pid, startTime] = owner.split('-').map(Number);
-  return pid !== undefined && processStartTime(pid) === startTime;
 }

@@ -59,7 +59,7 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
       `${checkpoint.path} is not a checkpoint folder (it needs ${required.join(' and ')}). Use models/base or a folder your training saved.`,
     );
   }
-  const batch = run.engine.store.listJobs(run.id, ['rollouts']).length + 1;
+  const batch = run.listJobs(['rollouts']).length + 1;
   const out = `rollouts/batch-${String(batch).padStart(3, '0')}.jsonl`;
   const options: Record<string, string | number> = {
     checkpoint: `${sandboxWorkspace}/${checkpoint.path}`,
@@ -108,7 +108,7 @@ async function collectBatch(run: Run, path: string, requested: number): Promise<
     );
     if (!judgeable) throw new Error(`${path} has episodes without instruction, reference and completion`);
     const outcomes = await judgeAgainstReferences(
-      run.engine.grader.judge,
+      run.judge,
       run.task,
       episodes.map((e, i) => ({
         id: String(i),
@@ -132,7 +132,7 @@ async function collectBatch(run: Run, path: string, requested: number): Promise<
     episodes: episodes.length,
     mean_reward: mean(rewards),
     out: path,
-    trajectories: recordTrajectories(run.engine.home, episodes),
+    trajectories: recordTrajectories(run.home, episodes),
   };
   if (episodes.length > 0 && episodes.every((e) => typeof e.success === 'boolean')) {
     summary.success_rate = mean(episodes.map((e) => (e.success ? 1 : 0)))!;

@@ -1,14 +1,19 @@
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ResourceLimits, SandboxInstance } from '../../sandbox/contract.js';
 import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } from '../tasks/budget.js';
 import { codeSnapshotsOf, recordCodeSnapshot } from '../store/code-snapshots.js';
 import { diskUsage } from '../util/disk-usage.js';
 import { A2rlError } from '../util/errors.js';
-import type { Engine } from './engine.js';
 import type { RecordEvent } from '../store/events.js';
 import type { JobRequest } from '../jobs/job-manager.js';
-import type { JobKind, JobRow, JobState, RunRow } from '../store/store.js';
+import type { GradeRow, JobKind, JobRow, JobState, RunRow, SubmissionRow } from '../store/store.js';
 import type { Task } from '../tasks/task.js';
+import type { Judge } from '../grading/judge/judge.js';
+import { discardSnapshot, snapshotDirectory } from '../store/submission-snapshots.js';
+import type { Logger } from '../util/logger.js';
+import type { RunServices } from './services.js';
+import { type GradedSubmission, gradedSubmissions, startGrading } from './submissions.js';
 import type { Workspace } from './workspace.js';
 
 /** Most long jobs one run may have running at once. */
@@ -37,7 +42,7 @@ export class Run {
   private nextDiskCheckAt = 0;
 
   constructor(
-    readonly engine: Engine,
+    private readonly services: RunServices,
     readonly row: RunRow,
     readonly task: Task,
     readonly limits: BudgetLimits,
@@ -56,7 +61,81 @@ export class Run {
   }
 
   get state(): RunRow['state'] {
-    return this.engine.store.getRun(this.id)!.state;
+    return this.services.store.getRun(this.id)!.state;
+  }
+
+  get home(): string {
+    return this.services.home;
+  }
+
+  get logger(): Logger {
+    return this.services.logger;
+  }
+
+  /** The judge of this server's judge-graded tasks (and of judged rollouts). */
+  get judge(): Judge {
+    return this.services.grader.judge;
+  }
+
+  /** The run's row as the store has it now. */
+  current(): RunRow {
+    return this.services.store.getRun(this.id)!;
+  }
+
+  /** GPUs the server can give one training or rollout job. */
+  gpuPool(): number {
+    return this.services.jobs.gpus.poolSize('jobs');
+  }
+
+  /** This run's jobs of the given kinds, oldest first. */
+  listJobs(kinds: readonly JobKind[] = agentJobKinds): JobRow[] {
+    return this.services.store.listJobs(this.id, kinds);
+  }
+
+  /** One of this run's agent jobs (never a grading), or undefined. */
+  agentJob(id: number): JobRow | undefined {
+    const job = this.services.store.getJob(id);
+    return job && job.run_id === this.id && job.kind !== 'grading' ? job : undefined;
+  }
+
+  /** Waits up to `ms` for a job to end; resolves with its row either way. */
+  waitForJob(id: number, ms: number): Promise<JobRow> {
+    return this.services.jobs.wait(id, ms);
+  }
+
+  /** Stops one of the agent's jobs (TERM, then KILL) at its request. */
+  cancelJob(id: number): Promise<JobRow> {
+    return this.services.jobs.stop(id, 'cancelled', 'cancelled by the agent');
+  }
+
+  /** Brings every running job's CPU figure up to date. */
+  sampleJobs(): void {
+    this.services.jobs.sample();
+  }
+
+  listSubmissions(): SubmissionRow[] {
+    return this.services.store.listSubmissions(this.id);
+  }
+
+  /** One of this run's submissions, or undefined. */
+  submission(id: number): SubmissionRow | undefined {
+    const row = this.services.store.getSubmission(id);
+    return row && row.run_id === this.id ? row : undefined;
+  }
+
+  /** The stored grade of some content of this run's task, once graded. */
+  cachedGrade(contentHash: string): GradeRow | undefined {
+    return this.services.grader.cached(this.task, contentHash);
+  }
+
+  /** The untouched base model's grade, once graded. */
+  baselineGrade(): GradeRow | undefined {
+    return this.cachedGrade(this.task.baseModelHash);
+  }
+
+  /** This run's graded submissions in order, with both scores. */
+  gradedSubmissions(): GradedSubmission[] {
+    return gradedSubmissions(this.services.store, this.row);
   }
 
   /** Starts one of the agent's jobs in the run's sandbox, charged to its budget. */
@@ -65,7 +144,7 @@ export class Run {
     job: Pick<JobRequest, 'command' | 'argv' | 'limits' | 'gpuCount' | 'timeoutMs' | 'episodesRequested' | 'collect'>,
   ): JobRow {
     this.assertCanStart(kind, job.episodesRequested);
-    return this.engine.jobs.start({
+    return this.services.jobs.start({
       ...job,
       runId: this.id,
       kind,
@@ -78,7 +157,73 @@ export class Run {
 
   /** Snapshots the workspace's code/ folder into the server's content-addressed store, recorded against a job or submission. */
   snapshotCode(trigger: { job_id: number } | { submission_id: number }): string | undefined {
-    return recordCodeSnapshot(codeSnapshotsOf(this.engine.home), join(this.workspace.root, 'code'), this.record, trigger);
+    return recordCodeSnapshot(codeSnapshotsOf(this.home), join(this.workspace.root, 'code'), this.record, trigger);
+  }
+
+  /**
+   * Snapshots a checkpoint folder and queues it for grading. Identical content submitted
+   * again returns the earlier submission (not graded twice, not counted twice). A refused
+   * submission leaves nothing behind.
+   */
+  submit(path: string, note: string | undefined): { submission: SubmissionRow; duplicate: boolean } {
+    const run = this;
+    run.assertCanStart('submission');
+    const { services, task } = run;
+    const capReached = () =>
+      new A2rlError(
+        'BUDGET_EXHAUSTED',
+        `All ${run.limits.submissions} submissions of this run are used. Your best score stands; read it with get_score.`,
+      );
+    // Checked before copying anything, and again atomically when the submission is inserted.
+    if (run.budget().submissions.left <= 0) throw capReached();
+    const target = run.workspace.resolve(path, 'read');
+    if (!existsSync(target.hostPath)) {
+      throw new A2rlError(
+        'NOT_FOUND',
+        `${target.path} does not exist. Save your checkpoint (e.g. to output/final) and submit that folder.`,
+      );
+    }
+    if (!statSync(target.hostPath).isDirectory()) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        `${target.path} is a file; submit the checkpoint folder that holds ${task.submission.requiredFiles.join(' and ')}.`,
+      );
+    }
+    const snapshot = snapshotDirectory(target.hostPath, target.path, join(services.home, 'submissions'), task.submission);
+    if (snapshot.contentHash === task.baseModelHash) {
+      discardSnapshot(snapshot);
+      const baseline = run.baselineGrade();
+      throw new A2rlError(
+        'INVALID_INPUT',
+        `${target.path} is the base model unchanged${baseline ? ` (its score, the baseline, is ${baseline.public_score})` : ''}; submitting it is refused. Train it first.`,
+      );
+    }
+    const outcome = services.store.insertSubmissionWithin(run.limits.submissions, {
+      run_id: run.id,
+      path: target.path,
+      note: note ?? null,
+      content_hash: snapshot.contentHash,
+      files: snapshot.files,
+      bytes: snapshot.bytes,
+      created_at: Date.now(),
+    });
+    if ('capReached' in outcome) {
+      discardSnapshot(snapshot);
+      throw capReached();
+    }
+    if ('existing' in outcome) {
+      run.record('submission', 'duplicate', { submission_id: outcome.existing.id, path: target.path });
+      return { submission: outcome.existing, duplicate: true };
+    }
+    run.record('submission', 'queued', {
+      submission_id: outcome.inserted.id,
+      path: target.path,
+      content_hash: snapshot.contentHash,
+      bytes: snapshot.bytes,
+    });
+    run.snapshotCode({ submission_id: outcome.inserted.id });
+    startGrading(services, task, run, outcome.inserted);
+    return { submission: services.store.getSubmission(outcome.inserted.id)!, duplicate: false };
   }
 
   /** Resources of one agent job: the task's defaults, narrowed where the caller asks. */
@@ -104,19 +249,19 @@ export class Run {
   }
 
   private overDiskQuota(): boolean {
-    return this.tooManyFiles || this.diskUsed > this.engine.diskQuotaBytes;
+    return this.tooManyFiles || this.diskUsed > this.services.limits.diskQuotaBytes;
   }
 
   /** The workspace's bytes on disk at the last measurement, against the server's per-run quota. */
   disk(): { used: number; limit: number; left: number } {
-    const limit = this.engine.diskQuotaBytes;
+    const limit = this.services.limits.diskQuotaBytes;
     return { used: this.diskUsed, limit, left: Math.max(0, limit - this.diskUsed) };
   }
 
   /** Refuses a write of `addedBytes` more that would take the workspace past its disk quota. */
   assertDiskRoom(addedBytes: number): void {
     const used = this.measureDisk();
-    if (addedBytes > 0 && (this.tooManyFiles || used + addedBytes > this.engine.diskQuotaBytes))
+    if (addedBytes > 0 && (this.tooManyFiles || used + addedBytes > this.services.limits.diskQuotaBytes))
       throw this.quotaError(used, 'this write is refused');
   }
 
@@ -124,7 +269,7 @@ export class Run {
     const mib = (bytes: number) => `${Math.ceil(bytes / 2 ** 20)} MiB`;
     const holds = this.tooManyFiles
       ? `more than ${maxWorkspaceEntries} files and folders, the most it may hold`
-      : `${mib(used)} and its disk quota is ${mib(this.engine.diskQuotaBytes)}`;
+      : `${mib(used)} and its disk quota is ${mib(this.services.limits.diskQuotaBytes)}`;
     return new A2rlError(
       'QUOTA_EXCEEDED',
       `The workspace holds ${holds}: ${what}. ` +
@@ -137,12 +282,12 @@ export class Run {
   }
 
   budget(): BudgetReport {
-    return budgetReport(this.limits, this.engine.store.usage(this.id), this.wallSeconds());
+    return budgetReport(this.limits, this.services.store.usage(this.id), this.wallSeconds());
   }
 
   /** Refuses new work once the run ended or the budget it needs is spent. */
   assertCanStart(kind: JobKind | 'submission', episodes = 0): void {
-    const run = this.engine.store.getRun(this.id)!;
+    const run = this.services.store.getRun(this.id)!;
     if (run.state === 'ended') {
       throw new A2rlError('RUN_ENDED', `This run has ended (${run.end_reason}). Nothing new can start; read your results with get_score.`);
     }
@@ -167,15 +312,15 @@ export class Run {
     if (kind === 'exec') return;
     const used = this.measureDisk();
     if (this.overDiskQuota()) throw this.quotaError(used, 'no training or rollout job can start');
-    const running = this.engine.store.listJobs(this.id, longJobKinds).filter((job) => job.state === 'running');
+    const running = this.services.store.listJobs(this.id, longJobKinds).filter((job) => job.state === 'running');
     if (running.length >= maxConcurrentJobs) {
       throw new A2rlError(
         'CONFLICT',
         `${running.length} jobs are already running (job ${running.map((j) => j.id).join(', ')}); at most ${maxConcurrentJobs} at once. Wait with job_status or stop one with cancel_job.`,
       );
     }
-    const { maxJobs } = this.engine;
-    if (this.engine.jobs.runningOfKinds(longJobKinds) >= maxJobs) {
+    const { maxJobs } = this.services.limits;
+    if (this.services.jobs.runningOfKinds(longJobKinds) >= maxJobs) {
       // Refused rather than queued: the agent sees at once that it must wait, and its budget pays for no waiting.
       throw new A2rlError(
         'BUSY',
@@ -196,10 +341,10 @@ export class Run {
   }
 
   private async checkBudget(): Promise<void> {
-    const row = this.engine.store.getRun(this.id)!;
+    const row = this.services.store.getRun(this.id)!;
     if (row.state === 'ended') {
       // Ended from another process (`a2rl runs revoke`): its jobs here stop too; none are left after an end here.
-      await this.engine.jobs.stopRun(this.id, 'cancelled', `the run ended: ${row.end_reason}`, agentJobKinds);
+      await this.services.jobs.stopRun(this.id, 'cancelled', `the run ended: ${row.end_reason}`, agentJobKinds);
       return;
     }
     const budget = this.budget();
@@ -208,10 +353,10 @@ export class Run {
     } else if (await this.enforceDiskQuota()) {
       return;
     } else if (budget.compute_seconds.left <= 0) {
-      const running = this.engine.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
+      const running = this.services.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
       if (running.length > 0) {
         this.record('budget', 'compute_exhausted', { stopping: running.map((job) => job.id) });
-        await this.engine.jobs.stopRun(this.id, 'budget_stopped', 'the compute budget was spent', agentJobKinds);
+        await this.services.jobs.stopRun(this.id, 'budget_stopped', 'the compute budget was spent', agentJobKinds);
       }
     }
   }
@@ -225,24 +370,24 @@ export class Run {
     const before = this.diskUsed;
     const used = Date.now() >= this.nextDiskCheckAt ? this.measureDisk() : before;
     if (!this.overDiskQuota()) return false;
-    const running = this.engine.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
+    const running = this.services.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
     const stopping = running.filter((job) => job.kind !== 'exec' || used > before);
     if (stopping.length === 0) return false;
     const reason = this.quotaError(used, 'the job was stopped').message;
     this.record('budget', 'disk_quota_exceeded', {
       used_bytes: used,
-      quota_bytes: this.engine.diskQuotaBytes,
+      quota_bytes: this.services.limits.diskQuotaBytes,
       stopping: stopping.map((j) => j.id),
     });
-    await Promise.all(stopping.map((job) => this.engine.jobs.stop(job.id, 'budget_stopped', reason)));
+    await Promise.all(stopping.map((job) => this.services.jobs.stop(job.id, 'budget_stopped', reason)));
     return true;
   }
 
   /** Ends the run: agent jobs stop (TERM, then KILL); grading already queued goes on. */
   async end(reason: string, jobState: JobState = 'cancelled'): Promise<void> {
-    if (!this.engine.store.endRun(this.id, reason, Date.now())) return;
+    if (!this.services.store.endRun(this.id, reason, Date.now())) return;
     this.record('run', 'ended', { reason, budget: this.budget() });
-    await this.engine.jobs.stopRun(this.id, jobState, `the run ended: ${reason}`, agentJobKinds);
+    await this.services.jobs.stopRun(this.id, jobState, `the run ended: ${reason}`, agentJobKinds);
     await this.sandbox.destroy();
   }
 }

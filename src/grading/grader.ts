@@ -1,40 +1,19 @@
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
-import { z } from 'zod';
 import type { SandboxBackend } from '../../sandbox/contract.js';
 import { A2rlError } from '../util/errors.js';
-import { executePrograms, executionItemSchema } from './execution.js';
 import type { JobManager } from '../jobs/job-manager.js';
-import { judgeAgainstReferences, type Judge } from './judge/judge.js';
-import { lengthControlledWinRate, winRate } from './judge/win-rate.js';
+import type { Judge } from './judge/judge.js';
+import { graderKind } from './kinds/index.js';
 import type { Logger } from '../util/logger.js';
 import type { RecordEvent } from '../store/events.js';
 import { readTail } from '../util/safe-fs.js';
 import type { GradeRow, Store } from '../store/store.js';
 import type { Task } from '../tasks/task.js';
 
-const splits = ['public', 'private'] as const;
-type Split = (typeof splits)[number];
-
-const scoredOutputSchema = z.object({
-  public: z.object({ score: z.number().min(0).max(100) }).passthrough(),
-  private: z.object({ score: z.number().min(0).max(100) }).passthrough(),
-});
-
-const judgedItemSchema = z.object({
-  id: z.string(),
-  split: z.enum(splits),
-  instruction: z.string(),
-  constraints: z.unknown(),
-  reference: z.string(),
-  response: z.string(),
-});
-
 /** Fixed layout of the grading sandbox; graders read their inputs from here. */
 const gradingRoot = '/opt/a2rl';
-/** Most bytes of a grader's output the server reads. */
-const maxGraderOutputBytes = 64 * 2 ** 20;
 
 export interface GradeRequest {
   task: Task;
@@ -47,9 +26,6 @@ export interface GradeRequest {
   /** Called when this grading leaves the queue and starts. */
   onStart?: () => void;
 }
-
-/** Per-split metrics of one grade; `score` is the 0–100 number the agent sees. */
-type Metrics = Record<Split, Record<string, number | string> & { score: number }>;
 
 /**
  * Grades checkpoints with the task's own grader in a sandbox of its own (no network, the
@@ -77,7 +53,7 @@ export class Grader {
 
   /** The version grades of this task are stored under: the grader's, and the judge's for judged tasks. */
   version(task: Task): string {
-    return task.grader.kind === 'judge' ? `${task.graderVersion}/judge:${this.judge.id}` : task.graderVersion;
+    return graderKind(task.grader.kind).judged ? `${task.graderVersion}/judge:${this.judge.id}` : task.graderVersion;
   }
 
   /** Resolves when every grading started so far has finished. */
@@ -110,13 +86,9 @@ export class Grader {
     mkdirSync(outDir, { recursive: true });
     const started = Date.now();
     try {
-      const outFile = await this.runGrader(request, outDir);
-      const metrics =
-        task.grader.kind === 'score'
-          ? this.readScores(outFile)
-          : task.grader.kind === 'execute'
-            ? await this.scorePrograms(task, outFile, outDir)
-            : await this.judgeResponses(task, outFile);
+      const kind = graderKind(task.grader.kind);
+      const outFile = await this.runGrader(request, kind.outputFile, outDir);
+      const metrics = await kind.score({ task, outFile, outDir, backend: this.backend, judge: this.judge });
       const grade: GradeRow = {
         task_id: task.id,
         grader_version: this.version(task),
@@ -136,9 +108,8 @@ export class Grader {
   }
 
   /** Phase one: the task's grader decodes the checkpoint on the evaluation set, as a recorded job. */
-  private async runGrader(request: GradeRequest, outDir: string): Promise<string> {
+  private async runGrader(request: GradeRequest, outName: string, outDir: string): Promise<string> {
     const { task } = request;
-    const outName = task.grader.kind === 'score' ? 'result.json' : 'items.jsonl';
     const sandbox = await this.backend.create({
       name: `grading-${request.contentHash.slice(0, 12)}`,
       mounts: [
@@ -186,90 +157,6 @@ export class Grader {
     } finally {
       await sandbox.destroy();
     }
-  }
-
-  private readScores(outFile: string): Metrics {
-    const output = scoredOutputSchema.safeParse(parseJson(readFileSync(outFile, 'utf8')));
-    if (!output.success) throw new A2rlError('GRADING_FAILED', `the grader wrote no valid result: ${output.error.message}`);
-    return output.data as Metrics;
-  }
-
-  /** Phase two for code tasks: every program against its hidden tests; pass@1 per split. */
-  private async scorePrograms(task: Task, outFile: string, outDir: string): Promise<Metrics> {
-    const items = readItems(outFile, executionItemSchema);
-    const results = await executePrograms(this.backend, task, items, join(outDir, 'programs'));
-    const metrics = (split: Split) => {
-      const mine = results.filter((r) => r.split === split);
-      const solved = mine.filter((r) => r.total > 0 && r.passed === r.total).length;
-      const testsPassed = mine.reduce((sum, r) => sum + r.passed, 0);
-      const tests = mine.reduce((sum, r) => sum + r.total, 0);
-      return {
-        score: round(mine.length ? (100 * solved) / mine.length : 0),
-        solved,
-        problems: mine.length,
-        tests_passed: testsPassed,
-        tests,
-      };
-    };
-    return { public: metrics('public'), private: metrics('private') };
-  }
-
-  /** Phase two for judged tasks: each response against its reference, both orders; win rate and LC win rate per split. */
-  private async judgeResponses(task: Task, outFile: string): Promise<Metrics> {
-    const items = readItems(outFile, judgedItemSchema);
-    const outcomes = await judgeAgainstReferences(
-      this.judge,
-      task,
-      items.map((item) => ({
-        id: item.id,
-        instruction: item.instruction,
-        constraints: item.constraints,
-        candidate: item.response,
-        reference: item.reference,
-      })),
-    );
-    const metrics = (split: Split) => {
-      const indices = items.map((item, i) => (item.split === split ? i : -1)).filter((i) => i >= 0);
-      const mine = indices.map((i) => outcomes[i]!);
-      const lc = lengthControlledWinRate(
-        mine,
-        indices.map((i) => items[i]!.response.length),
-        indices.map((i) => items[i]!.reference.length),
-      );
-      return {
-        score: round(winRate(mine)),
-        win_rate: round(winRate(mine)),
-        lc_win_rate: round(lc),
-        comparisons: mine.length,
-        mean_length: round(indices.reduce((sum, i) => sum + items[i]!.response.length, 0) / Math.max(1, indices.length)),
-        judge: this.judge.id,
-      };
-    };
-    return { public: metrics('public'), private: metrics('private') };
-  }
-}
-
-function readItems<T extends z.ZodType>(file: string, schema: T): z.infer<T>[] {
-  const text = readTail(file, maxGraderOutputBytes);
-  if (text.truncated) throw new A2rlError('GRADING_FAILED', `the grader wrote more than ${maxGraderOutputBytes} bytes`);
-  return text.text
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line, i) => {
-      const parsed = schema.safeParse(parseJson(line));
-      if (!parsed.success)
-        throw new A2rlError('GRADING_FAILED', `the grader wrote an invalid line ${i + 1}: ${parsed.error.message.slice(0, 200)}`);
-      return parsed.data;
-    });
-}
-
-const round = (x: number) => Math.round(x * 100) / 100;
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
   }
 }
 

@@ -207,7 +207,7 @@ async function endLeftRun(engine: Engine, runId: string, reason: string): Promis
   }
   for (let waited = 0; ; waited++) {
     try {
-      engine.settleAbandonedRun(runId, reason);
+      await engine.settleAbandonedRun(runId, reason);
       return;
     } catch (error) {
       if (!isA2rlError(error, 'CONFLICT') || waited >= 120) throw error;

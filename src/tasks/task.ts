@@ -23,13 +23,8 @@ const taskFileSchema = z.object({
   trainData: z.string(),
   evalData: z.string(),
   grader: z.object({
-    /**
-     * score: the entry writes the scores itself (result.json). execute: the entry writes
-     * programs with test inputs and expected outputs (items.jsonl), the server runs each in
-     * a sandbox of its own and compares. judge: the entry writes responses with references
-     * (items.jsonl), the server has them judged pairwise.
-     */
-    kind: z.enum(['score', 'execute', 'judge']),
+    /** A grader kind of src/grading/kinds/ (score, execute, judge): what the server does with the entry's output. */
+    kind: z.string(),
     entry: z.string(),
     version: z.string(),
     timeoutSeconds: z.number().positive(),

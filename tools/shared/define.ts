@@ -46,7 +46,7 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(definit
             };
           } catch (error) {
             if (isA2rlError(error)) return { isError: true, content: [{ type: 'text', text: `[${error.code}] ${error.message}` }] };
-            run.engine.logger.error({ err: error, tool: definition.name, run: run.id }, 'tool failed');
+            run.logger.error({ err: error, tool: definition.name, run: run.id }, 'tool failed');
             return {
               isError: true,
               content: [

@@ -43,8 +43,8 @@ export function viewJob(run: Run, job: JobRow): JobView {
 /** Finds one of this run's agent jobs by id (`job-3` or `3`). */
 export function findJob(run: Run, text: string): JobRow {
   const match = /^(?:job-)?(\d+)$/.exec(text.trim());
-  const job = match ? run.engine.store.getJob(Number(match[1])) : undefined;
-  if (!job || job.run_id !== run.id || job.kind === 'grading') {
+  const job = match ? run.agentJob(Number(match[1])) : undefined;
+  if (!job) {
     throw new A2rlError('NOT_FOUND', `No job "${text}" in this run. Job ids look like job-3; list yours with job_status.`);
   }
   return job;
@@ -64,7 +64,7 @@ export async function waitForJob(run: Run, job: JobRow, seconds: number, extra: 
   while (!isFinished(current) && Date.now() < deadline && !extra.signal.aborted) {
     const elapsed = Math.round((Date.now() - current.created_at) / 1000);
     await reportProgress(extra, elapsed, undefined, `${jobId(job.id)} ${current.state} after ${elapsed}s: ${lastLine(current.log_path)}`);
-    current = await run.engine.jobs.wait(job.id, Math.min(5000, deadline - Date.now()));
+    current = await run.waitForJob(job.id, Math.min(5000, deadline - Date.now()));
   }
   return current;
 }

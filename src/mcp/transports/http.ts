@@ -9,7 +9,8 @@ import { tools } from '../../../tools/index.js';
 import type { Engine } from '../../core/engine.js';
 import { A2rlError, type ErrorCode, isA2rlError } from '../../util/errors.js';
 import { Metrics } from '../metrics.js';
-import { type RecordEvent, RecordingTransport } from '../../store/events.js';
+import type { RecordEvent } from '../../store/events.js';
+import { RecordingTransport } from '../recording-transport.js';
 import type { Run } from '../../core/run.js';
 import { createServer } from '../server.js';
 import { adminTokenMatches, bearerToken, issueRunToken, runOfToken } from '../tokens.js';
@@ -280,7 +281,7 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
     );
   }
   process.stderr.write(`a2rl: listening on ${baseUrl} (MCP Streamable HTTP at /mcp, HTTP+SSE at /sse)\n`);
-  engine.logger.info({ url: baseUrl, allowed_hosts: [...allowedHosts], max_jobs: engine.maxJobs }, 'serving MCP over HTTP');
+  engine.logger.info({ url: baseUrl, allowed_hosts: [...allowedHosts], max_jobs: engine.services.limits.maxJobs }, 'serving MCP over HTTP');
 
   await engine.adoptOrphanedRuns();
   const adopter = setInterval(() => void engine.adoptOrphanedRuns(), adoptIntervalMs);

@@ -1,6 +1,6 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { Engine } from '../../core/engine.js';
-import { RecordingTransport } from '../../store/events.js';
+import { RecordingTransport } from '../recording-transport.js';
 import type { Run } from '../../core/run.js';
 import { createServer } from '../server.js';
 

@@ -1,0 +1,14 @@
+import { lookup } from '../../util/registry.js';
+import { executeKind } from './execute.js';
+import { judgeKind } from './judge.js';
+import type { GraderKind } from './kind.js';
+import { scoreKind } from './score.js';
+
+/** Grader kinds by the name a task.json gives in `grader.kind`. */
+export const graderKinds: Readonly<Record<string, GraderKind>> = {
+  score: scoreKind,
+  execute: executeKind,
+  judge: judgeKind,
+};
+
+export const graderKind = (name: string): GraderKind => lookup(graderKinds, name, 'grader kind');

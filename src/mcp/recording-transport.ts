@@ -1,0 +1,113 @@
+import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
+import type { RecordEvent } from '../store/events.js';
+
+const maxRecordedText = 4000;
+
+/** Long strings (file contents, logs) are cut in the record; their length is kept. */
+function abridge(value: unknown): unknown {
+  if (typeof value === 'string') {
+    return value.length > maxRecordedText ? `${value.slice(0, maxRecordedText)}… [${value.length} chars]` : value;
+  }
+  if (Array.isArray(value)) return value.map(abridge);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([key, v]) => [key, abridge(v)]));
+  }
+  return value;
+}
+
+interface PendingCall {
+  tool: string;
+  arguments: unknown;
+  startedAt: number;
+}
+
+/**
+ * Wraps a server transport and records every tool call (arguments, result summary,
+ * error, duration) as the response leaves, before the client can see it. Sitting on the
+ * transport, it records calls that fail validation too, whatever the tool.
+ */
+export class RecordingTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
+  private readonly pending = new Map<string | number, PendingCall>();
+
+  constructor(
+    private readonly inner: Transport,
+    private readonly record: RecordEvent,
+  ) {
+    inner.onclose = () => this.onclose?.();
+    inner.onerror = (error) => this.onerror?.(error);
+    inner.onmessage = (message, extra) => {
+      this.observeIncoming(message);
+      this.onmessage?.(message, extra);
+    };
+  }
+
+  /** Tool calls received and not yet answered. */
+  get callsInFlight(): number {
+    return this.pending.size;
+  }
+
+  get sessionId(): string | undefined {
+    return this.inner.sessionId;
+  }
+
+  start(): Promise<void> {
+    return this.inner.start();
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+
+  async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    this.observeOutgoing(message);
+    return this.inner.send(message, options);
+  }
+
+  private observeIncoming(message: JSONRPCMessage): void {
+    if ('method' in message && message.method === 'notifications/cancelled') {
+      // A cancelled call gets no response: record it now.
+      const { requestId, reason } = (message.params ?? {}) as { requestId?: string | number; reason?: string };
+      const call = requestId === undefined ? undefined : this.pending.get(requestId);
+      if (call) {
+        this.pending.delete(requestId!);
+        this.record('tool', call.tool, {
+          arguments: call.arguments,
+          error: `cancelled by the client${reason ? `: ${reason}` : ''}`,
+          duration_ms: Date.now() - call.startedAt,
+        });
+      }
+      return;
+    }
+    if (!('method' in message) || !('id' in message)) return;
+    if (message.method === 'tools/call') {
+      const params = (message.params ?? {}) as { name?: string; arguments?: unknown };
+      this.pending.set(message.id, { tool: String(params.name), arguments: params.arguments ?? {}, startedAt: Date.now() });
+    } else if (message.method === 'initialize') {
+      const params = (message.params ?? {}) as { clientInfo?: unknown; protocolVersion?: string };
+      this.record('session', 'initialize', { client: params.clientInfo, protocol_version: params.protocolVersion });
+    }
+  }
+
+  private observeOutgoing(message: JSONRPCMessage): void {
+    if (!('id' in message) || 'method' in message || message.id === undefined) return;
+    const call = this.pending.get(message.id);
+    if (!call) return;
+    this.pending.delete(message.id);
+    const durationMs = Date.now() - call.startedAt;
+    if ('error' in message) {
+      this.record('tool', call.tool, { arguments: call.arguments, error: message.error.message, duration_ms: durationMs });
+      return;
+    }
+    const result = message.result as { isError?: boolean; content?: Array<{ type: string; text?: string }>; structuredContent?: unknown };
+    const text = result.content?.find((c) => c.type === 'text')?.text ?? '';
+    this.record('tool', call.tool, {
+      arguments: call.arguments,
+      ...(result.isError ? { error: abridge(text) } : { result: abridge(result.structuredContent ?? text) }),
+      duration_ms: durationMs,
+    });
+  }
+}
