@@ -443,7 +443,7 @@ describe('MCP over HTTP: job limits and load', () => {
   it('refuses a bad --max-jobs, and --max-jobs without --http', async () => {
     await expect(cliRun(home, ['serve', '--http', '--max-jobs', '0'])).rejects.toThrow(/--max-jobs.*at least 1/);
     await expect(cliRun(home, ['serve', '--task', 'micro-gsm8k', '--max-jobs', '2'])).rejects.toThrow(
-      /--max-jobs limits the jobs of all runs.*add --http/,
+      /--max-jobs is for serve --http only.*drop --max-jobs, or use serve --http/,
     );
   });
 

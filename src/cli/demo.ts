@@ -1,130 +1,21 @@
-import cliProgress from 'cli-progress';
-import Table from 'cli-table3';
-import { createWriteStream, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { formatDuration } from '../tasks/budget.js';
-import { connectStdio } from '../launch/client.js';
-import { playReplay, loadReplay, type ReplayStep } from '../launch/replay.js';
-import { summarizeRun, type RunSummary } from '../reports/summary.js';
-import { Store } from '../store/store.js';
-import { getTask } from '../tasks/task.js';
+import { type Command } from 'commander';
+import { runDemo } from '../launch/demo.js';
+import { listTaskIds } from '../tasks/task.js';
+import { budgetOption, type CliContext, taskOption } from './options.js';
+import { formatSummaryTable } from './summary-table.js';
 
-export interface DemoOptions {
-  task: string;
-  home: string;
-  budget?: string;
-  label?: string;
-}
-
-/**
- * One full benchmark run of a task's oracle through the real MCP server over stdio,
- * with live progress, then the run's result from the store.
- */
-export async function runDemo(options: DemoOptions): Promise<RunSummary> {
-  const task = getTask(options.task);
-  const replay = loadReplay(task.paths.oracle);
-  mkdirSync(options.home, { recursive: true });
-  const serverLog = join(options.home, 'demo-server.log');
-  const { client, stderr } = await connectStdio({
-    task: task.id,
-    budget: options.budget,
-    label: options.label ?? 'oracle',
-    home: options.home,
-    stderr: 'pipe',
-    clientName: 'a2rl-demo',
-  });
-  stderr?.pipe(createWriteStream(serverLog, { flags: 'a' }));
-  process.stderr.write(`a2rl demo: the ${task.id} oracle through the MCP server over stdio (server log: ${serverLog})\n`);
-
-  const bar = new cliProgress.SingleBar(
-    {
-      format: '  {bar} {value}/{total} {detail}',
-      hideCursor: true,
-      clearOnComplete: true,
-      noTTYOutput: true,
-      notTTYSchedule: 10_000,
-      stream: process.stderr,
-    },
-    cliProgress.Presets.shades_classic,
-  );
-  let barActive: ReplayStep | undefined;
-  const stopBar = () => {
-    if (barActive) bar.stop();
-    barActive = undefined;
-  };
-  let runId: string | undefined;
-  try {
-    await playReplay(client, replay, {
-      onStep: (step, index, total) => {
-        stopBar();
-        process.stderr.write(`[${index + 1}/${total}] ${step.tool}${step.comment ? `: ${step.comment}` : ''}\n`);
-      },
-      onProgress: (step, progress) => {
-        // Training scripts print "step N/M": that becomes a bar; other progress stays quiet.
-        const steps = /step (\d+)\/(\d+)/.exec(progress.message ?? '');
-        if (!steps) return;
-        const detail = (progress.message ?? '').replace(/^job-\d+ running after \d+s: /, '').slice(0, 60);
-        if (barActive !== step) {
-          stopBar();
-          bar.start(Number(steps[2]), 0, { detail });
-          barActive = step;
-        }
-        bar.setTotal(Number(steps[2]));
-        bar.update(Number(steps[1]), { detail });
-      },
-      onResult: (outcome) => {
-        stopBar();
-        if (typeof outcome.structured?.run_id === 'string') runId = outcome.structured.run_id;
-        const firstLine = outcome.text.split('\n').find((line) => line.trim()) ?? '';
-        process.stderr.write(`      ${outcome.isError ? 'error: ' : ''}${firstLine.slice(0, 110)}\n`);
-      },
+/** `a2rl demo`: the tasks' oracles end to end through the MCP server. */
+export function addDemoCommand(program: Command, { home }: CliContext): void {
+  program
+    .command('demo')
+    .description("run tasks' oracles end to end through the MCP server and print the results (default: every task)")
+    .option('--task <id...>', 'tasks to run', (value: string, previous: string[] = []) => [...previous, taskOption(value)])
+    .option('--budget <spec>', 'limits over each task default', budgetOption)
+    .action(async (options: { task?: string[]; budget?: string }) => {
+      const tasks = options.task ?? listTaskIds();
+      const summaries = [];
+      for (const task of tasks) summaries.push(await runDemo({ task, home: home(), budget: options.budget }));
+      process.stdout.write(`${formatSummaryTable(summaries)}\n`);
+      for (const s of summaries) process.stdout.write(`run ${s.run_id} (${s.task}): ${s.end_reason ?? s.state}\n`);
     });
-  } finally {
-    stopBar();
-    await client.close();
-  }
-  if (!runId) throw new Error('the oracle replay never called budget_status, so its run is unknown');
-  const store = new Store(join(options.home, 'store.sqlite'));
-  try {
-    return summarizeRun(store, runId);
-  } finally {
-    store.close();
-  }
-}
-
-export function formatSummaryTable(summaries: RunSummary[]): string {
-  const colour = process.stdout.isTTY === true;
-  const table = new Table({
-    style: { head: colour ? ['cyan'] : [], border: colour ? ['grey'] : [] },
-    head: [
-      'task',
-      'level',
-      'metric',
-      'baseline',
-      'best score',
-      'improvement',
-      'private (final)',
-      'submissions',
-      'compute used',
-      'wall time',
-    ],
-  });
-  const score = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
-  const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(1)}`;
-  for (const s of summaries) {
-    const lc = s.best?.metrics.lc_win_rate;
-    table.push([
-      s.task,
-      s.level,
-      s.metric,
-      score(s.baseline?.public),
-      `${score(s.best?.public)}${typeof lc === 'number' ? ` (LC ${lc.toFixed(1)})` : ''}`,
-      s.improvement ? signed(s.improvement.public) : '–',
-      s.best && s.improvement ? `${score(s.best.private)} (${signed(s.improvement.private)})` : '–',
-      s.submissions,
-      `${formatDuration(s.compute_seconds)} CPU`,
-      formatDuration(s.wall_seconds),
-    ]);
-  }
-  return table.toString();
 }

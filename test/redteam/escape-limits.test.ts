@@ -3,7 +3,7 @@ import { rmSync, statSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keepAliveSeconds } from '../../src/mcp/transports/http.js';
+import { keepAliveSeconds } from '../../src/mcp/transports/http/serve.js';
 import { call, waitJob } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/sandbox.js';
 import {

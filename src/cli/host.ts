@@ -1,0 +1,36 @@
+import { type Command } from 'commander';
+import Docker from 'dockerode';
+import { buildImage, type ImageName, imageNames } from '../../sandbox/images/build.js';
+import { createBackend, sandboxNames } from '../../sandbox/registry.js';
+import { A2rlError } from '../util/errors.js';
+
+/** `a2rl doctor` and `a2rl images build`: what this host can run, and the Docker backend's images. */
+export function addHostCommands(program: Command): void {
+  program
+    .command('doctor')
+    .description('report which sandbox backends work on this host, and why the others do not')
+    .action(async () => {
+      let usable = 0;
+      for (const name of sandboxNames) {
+        const reason = await createBackend(name, `doctor-${process.pid}`).unavailableReason();
+        if (!reason) usable++;
+        process.stdout.write(`${name}\t${reason ? `unavailable: ${reason}` : 'works'}\n`);
+      }
+      const shortcoming = createBackend('bwrap', `doctor-${process.pid}`).hostCheck();
+      process.stdout.write(`limits\t${shortcoming ?? 'per job (cgroup v1): memory, CPU, pids, CPU-seconds'}\n`);
+      if (usable === 0) process.exitCode = 1;
+    });
+
+  program
+    .command('images')
+    .description('sandbox images of the docker backend (sandbox/images/)')
+    .command('build <name>')
+    .description('build an image into the local Docker engine: micro (no registry needed: debootstrap, then its Dockerfile) or gpu')
+    .option('--force', 'rebuild even when the image exists')
+    .action(async (name: string, options: { force?: boolean }) => {
+      if (!imageNames.includes(name as ImageName)) {
+        throw new A2rlError('INVALID_INPUT', `No image "${name}"; build one of: ${imageNames.join(', ')}.`);
+      }
+      await buildImage(new Docker(), name as ImageName, { force: options.force, log: (line) => process.stderr.write(`${line}\n`) });
+    });
+}

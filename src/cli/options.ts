@@ -1,0 +1,103 @@
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import type { JudgeConfig } from '../grading/judge/registry.js';
+import { judgeNames } from '../grading/judge/registry.js';
+import { parseGpuList } from '../jobs/gpu-allocator.js';
+import { sandboxNames } from '../../sandbox/registry.js';
+import { parseBudget } from '../tasks/budget.js';
+import { getTask } from '../tasks/task.js';
+import { isA2rlError } from '../util/errors.js';
+
+/** What every command group is given: the store's folder, from the global --home. */
+export interface CliContext {
+  home: () => string;
+}
+
+/** Runs a parser, turning the project's errors into commander's, so they print as option errors. */
+function asOptionError<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    throw new InvalidArgumentError(isA2rlError(error) ? error.message : String(error));
+  }
+}
+
+export const taskOption = (value: string): string => asOptionError(() => getTask(value).id);
+
+export function budgetOption(value: string): string {
+  asOptionError(() => parseBudget(value, { wallSeconds: 1, computeSeconds: 1, submissions: 1, rolloutEpisodes: 1 }));
+  return value;
+}
+
+export const gpusOption = (value: string): number[] => asOptionError(() => parseGpuList(value));
+
+export interface JudgeOptions {
+  judge: JudgeConfig['kind'];
+  judgeUrl?: string;
+  judgeModel?: string;
+  judgeKeyEnv: string;
+}
+
+export function judgeConfig(options: JudgeOptions): JudgeConfig {
+  if (options.judge === 'rubric') return { kind: 'rubric' };
+  if (!options.judgeUrl || !options.judgeModel) {
+    throw new InvalidArgumentError(
+      '--judge llm needs --judge-url (an OpenAI-compatible base URL, e.g. https://api.openai.com/v1) and --judge-model.',
+    );
+  }
+  return { kind: 'llm', baseUrl: options.judgeUrl, model: options.judgeModel, apiKey: process.env[options.judgeKeyEnv] };
+}
+
+/** `--judge` and its settings, the same on every command that grades. */
+export function addJudgeOptions(command: Command, description = "judge of judge-graded tasks: the task's rubric or an LLM"): Command {
+  return command
+    .addOption(new Option('--judge <kind>', description).choices(judgeNames).default('rubric'))
+    .option('--judge-url <url>', 'OpenAI-compatible base URL for --judge llm, e.g. https://api.openai.com/v1')
+    .option('--judge-model <name>', 'model name for --judge llm')
+    .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY');
+}
+
+/** The judge flags as given, for a child `serve` that must grade with the same judge. */
+export function judgeArgs(options: JudgeOptions): string[] {
+  const args = ['--judge', options.judge, '--judge-key-env', options.judgeKeyEnv];
+  if (options.judgeUrl) args.push('--judge-url', options.judgeUrl);
+  if (options.judgeModel) args.push('--judge-model', options.judgeModel);
+  return args;
+}
+
+/** `--sandbox`, also set by $A2RL_SANDBOX: the one switch between backends, for serve and everything that serves runs. */
+export const sandboxOption = () =>
+  new Option('--sandbox <backend>', 'sandbox backend of runs and grading (a2rl doctor shows which work here)')
+    .choices(sandboxNames)
+    .env('A2RL_SANDBOX')
+    .default('bwrap');
+
+export function maxJobsOption(value: string): number {
+  const jobs = Number(value);
+  if (!Number.isInteger(jobs) || jobs < 1) throw new InvalidArgumentError('Give a whole number of jobs, at least 1.');
+  return jobs;
+}
+
+export function idleSecondsOption(value: string): number {
+  const seconds = Number(value);
+  if (!Number.isFinite(seconds) || seconds <= 0) throw new InvalidArgumentError('Give a number of seconds above 0, e.g. 1800.');
+  return seconds;
+}
+
+export function diskQuotaOption(value: string): number {
+  const mib = Number(value);
+  if (!Number.isInteger(mib) || mib < 1) throw new InvalidArgumentError('Give the quota as a whole number of MiB, at least 1, e.g. 4096.');
+  return mib * 2 ** 20;
+}
+
+export function wholeNumberOption(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('Give a whole number, at least 1.');
+  return n;
+}
+
+export function portOption(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new InvalidArgumentError('Give a port number from 0 to 65535 (0: any free port).');
+  return port;
+}

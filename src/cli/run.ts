@@ -1,0 +1,76 @@
+import { type Command, Option } from 'commander';
+import { cpus } from 'node:os';
+import { Engine } from '../core/engine.js';
+import { agentKind, findExecutable } from '../launch/agents.js';
+import { launchRuns, type LaunchOptions } from '../launch/launcher.js';
+import { createLogger } from '../util/logger.js';
+import {
+  addJudgeOptions,
+  budgetOption,
+  type CliContext,
+  idleSecondsOption,
+  judgeArgs,
+  judgeConfig,
+  type JudgeOptions,
+  taskOption,
+  wholeNumberOption,
+} from './options.js';
+import { formatSummaryTable } from './summary-table.js';
+
+/** `a2rl run`: benchmark an agent CLI as it ships. */
+export function addRunCommand(program: Command, { home }: CliContext): void {
+  addJudgeOptions(
+    program
+      .command('run')
+      .description(
+        'benchmark an agent as it ships: create a run, give the agent an MCP configuration naming only this server and the ' +
+          "task prompt, start it in a fresh folder, stop it at the run's wall clock, record it with the run",
+      )
+      .requiredOption(
+        '--agent <agent>',
+        "claude-code, codex, gemini-cli, replay:FILE or command:'…' (reads $A2RL_MCP_CONFIG, $A2RL_PROMPT)",
+      )
+      .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
+      .option('--model <name>', "the agent's driver model, passed to it (--model) and recorded")
+      .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m', budgetOption)
+      .option('--label <name>', 'label of the runs (default: the agent and model)')
+      .option('--repeats <n>', 'independent runs to make', wholeNumberOption, 1)
+      .option('--parallel <n>', `runs at once (at most the CPU count, ${cpus().length})`, wholeNumberOption, 1)
+      .addOption(
+        new Option(
+          '--transport <kind>',
+          'stdio: the agent starts the server; http: it connects to a loopback serve --http with the run token',
+        )
+          .choices(['stdio', 'http'])
+          .default('stdio'),
+      )
+      .option('--grace <seconds>', "between TERM at the wall-clock deadline and KILL of the agent's process group", idleSecondsOption, 15)
+      .option('--json', 'print the results as JSON'),
+  ).action(
+    async (options: Omit<LaunchOptions, 'graceSeconds' | 'judgeArgs' | 'onLine'> & { grace: number; json?: boolean } & JudgeOptions) => {
+      // A missing or unknown agent is refused before anything is opened or created.
+      findExecutable(agentKind(options.agent));
+      const engine = await Engine.open({ home: home(), judge: judgeConfig(options), recover: false, logger: createLogger().logger });
+      try {
+        const results = await launchRuns(engine, {
+          ...options,
+          graceSeconds: options.grace,
+          judgeArgs: judgeArgs(options),
+          onLine: (line) => process.stderr.write(`a2rl run: ${line}\n`),
+        });
+        process.stdout.write(
+          options.json
+            ? `${JSON.stringify(results, null, 2)}\n`
+            : `${formatSummaryTable(results.map((r) => r.summary))}\n${results
+                .map(
+                  (r) =>
+                    `run ${r.run_id}: ${r.agent} ${r.agent_version ?? ''} exit ${r.signal ?? r.exit_code}${r.stopped_at_deadline ? ' (stopped at the deadline)' : ''}`,
+                )
+                .join('\n')}\n`,
+        );
+      } finally {
+        await engine.close();
+      }
+    },
+  );
+}

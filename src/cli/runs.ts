@@ -1,0 +1,110 @@
+import { type Command } from 'commander';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SandboxName } from '../../sandbox/registry.js';
+import { Engine } from '../core/engine.js';
+import { formatReplay, runToReplay } from '../launch/replay-from-run.js';
+import { issueRunToken, revokeRun } from '../mcp/tokens.js';
+import { Store } from '../store/store.js';
+import { addJudgeOptions, budgetOption, type CliContext, judgeConfig, type JudgeOptions, sandboxOption, taskOption } from './options.js';
+
+/** `a2rl runs create|revoke|list|to-replay`; returns the group, for the report commands that join it. */
+export function addRunsCommands(program: Command, { home }: CliContext): Command {
+  const runs = program.command('runs').description('create, list and revoke the runs that serve --http serves to remote agents');
+
+  addJudgeOptions(
+    runs
+      .command('create')
+      .description('create a run for a remote agent; prints its id, its token (shown once) and client configuration')
+      .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
+      .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m,submissions=10,episodes=2000', budgetOption)
+      .option('--label <name>', 'who is being benchmarked, e.g. claude-code-opus')
+      .option('--url <url>', 'the MCP endpoint clients will use', 'http://127.0.0.1:8700/mcp')
+      .option('--json', 'print {run_id, token, url} as JSON only')
+      .addOption(sandboxOption()),
+    'judge of judge-graded tasks; the same as serve --http uses',
+  ).action(
+    async (
+      options: { task: string; budget?: string; label?: string; url: string; json?: boolean; sandbox: SandboxName } & JudgeOptions,
+    ) => {
+      const engine = await Engine.open({ home: home(), judge: judgeConfig(options), recover: false, sandbox: options.sandbox });
+      try {
+        const run = engine.prepareRun({ taskId: options.task, budget: options.budget, label: options.label });
+        const token = issueRunToken(engine.store, run.id);
+        engine.releaseRun(run.id);
+        process.stdout.write(
+          options.json ? `${JSON.stringify({ run_id: run.id, token, url: options.url })}\n` : clientSetup(run.id, token, options.url),
+        );
+      } finally {
+        await engine.close();
+      }
+    },
+  );
+
+  runs
+    .command('revoke <run-id>')
+    .description("revoke a run's token and end the run: its sessions are refused, its jobs stop")
+    .action((runId: string) => {
+      const store = new Store(join(home(), 'store.sqlite'));
+      try {
+        revokeRun(store, runId);
+        process.stdout.write(`run ${runId} revoked and ended\n`);
+      } finally {
+        store.close();
+      }
+    });
+
+  runs
+    .command('list')
+    .description('list runs: id, task, label, state, transport and token')
+    .action(() => {
+      const store = new Store(join(home(), 'store.sqlite'));
+      try {
+        for (const run of store.listRuns()) {
+          const token = store.getRunToken(run.id);
+          const access = !token ? 'stdio' : token.revoked_at === null ? 'http' : 'http, revoked';
+          const state = run.state === 'ended' ? `ended (${run.end_reason})` : 'active';
+          process.stdout.write(`${run.id}\t${run.task_id}\t${run.label ?? '-'}\t${access}\t${state}\n`);
+        }
+      } finally {
+        store.close();
+      }
+    });
+
+  runs
+    .command('to-replay <run-id>')
+    .description("turn a recorded run (any agent's tool calls) into a replay that a2rl replay plays against a fresh server")
+    .option('--out <file>', 'write the replay here instead of stdout')
+    .action((runId: string, options: { out?: string }) => {
+      const store = new Store(join(home(), 'store.sqlite'));
+      try {
+        const text = formatReplay(runToReplay(store, runId));
+        if (options.out) writeFileSync(options.out, text);
+        else process.stdout.write(text);
+      } finally {
+        store.close();
+      }
+    });
+  return runs;
+}
+
+/** What an operator pastes into a client to connect it to the run. */
+function clientSetup(runId: string, token: string, url: string): string {
+  const sseUrl = url.replace(/\/mcp$/, '/sse');
+  return `run ${runId}
+token ${token}
+(shown once: the store keeps only its hash; a2rl runs revoke ${runId} ends the run)
+
+Claude Code:
+  claude mcp add --transport http a2rl ${url} --header "Authorization: Bearer ${token}"
+
+Codex CLI (~/.codex/config.toml; Codex reads the token from the environment: export A2RL_RUN_TOKEN=${token}):
+  [mcp_servers.a2rl]
+  url = "${url}"
+  bearer_token_env_var = "A2RL_RUN_TOKEN"
+  tool_timeout_sec = 120
+
+Any MCP client (mcpServers JSON; clients that only speak HTTP+SSE use ${sseUrl}):
+  ${JSON.stringify({ mcpServers: { a2rl: { type: 'http', url, headers: { Authorization: `Bearer ${token}` } } } })}
+`;
+}

@@ -1,0 +1,169 @@
+import { type Command } from 'commander';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import type { SandboxName } from '../../sandbox/registry.js';
+import { Engine } from '../core/engine.js';
+import { serveHttp } from '../mcp/transports/http/serve.js';
+import { serveStdio } from '../mcp/transports/stdio.js';
+import { A2rlError } from '../util/errors.js';
+import { createLogger } from '../util/logger.js';
+import {
+  addJudgeOptions,
+  budgetOption,
+  type CliContext,
+  diskQuotaOption,
+  gpusOption,
+  idleSecondsOption,
+  judgeConfig,
+  type JudgeOptions,
+  maxJobsOption,
+  portOption,
+  sandboxOption,
+  taskOption,
+} from './options.js';
+
+interface ServeOptions extends JudgeOptions {
+  sandbox: SandboxName;
+  gpus?: number[];
+  task?: string;
+  run?: string;
+  budget?: string;
+  label?: string;
+  http?: boolean;
+  host: string;
+  port: number;
+  allowHost: string[];
+  adminTokenEnv: string;
+  maxJobs?: number;
+  sessionIdle: number;
+  diskQuota?: number;
+}
+
+/** `a2rl serve`: one run over stdio, a run a2rl run made, or every run of the store over HTTP. */
+export function addServeCommand(program: Command, { home }: CliContext): void {
+  addJudgeOptions(
+    program
+      .command('serve')
+      .description(
+        'serve one benchmark run over MCP stdio (stdout is the protocol; logs go to stderr and the run folder), ' +
+          'or with --http every run made by `a2rl runs create` over MCP Streamable HTTP and HTTP+SSE',
+      )
+      .option('--task <id>', 'stdio: task to run, e.g. micro-gsm8k', taskOption)
+      .option('--run <id>', 'stdio: serve a run that a2rl run prepared for the agent it started (instead of --task)')
+      .option(
+        '--budget <spec>',
+        'stdio: limits over the task default, e.g. wall=30m,compute=20m,submissions=10,episodes=2000',
+        budgetOption,
+      )
+      .option('--label <name>', 'stdio: who is being benchmarked, e.g. claude-code-opus')
+      .option('--http', 'serve runs over HTTP instead of one run over stdio')
+      .option('--host <address>', 'HTTP: address to listen on; anything but loopback is reachable from other machines', '127.0.0.1')
+      .option('--port <n>', 'HTTP: port to listen on (0: any free port)', portOption, 8700)
+      .option(
+        '--allow-host <name>',
+        'HTTP: a further Host/Origin name clients may use (repeatable)',
+        (v: string, all: string[]) => [...all, v],
+        [],
+      )
+      .option('--admin-token-env <name>', 'HTTP: environment variable holding the admin token that enables POST /runs', 'A2RL_ADMIN_TOKEN')
+      .option(
+        '--max-jobs <n>',
+        `HTTP: most training and rollout jobs of all runs at once; more are refused until one ends (default: the CPU count, ${cpus().length})`,
+        maxJobsOption,
+      )
+      .option(
+        '--session-idle <seconds>',
+        'HTTP: close a Streamable HTTP session after this long without a request (its run goes on; the client reconnects)',
+        idleSecondsOption,
+        1800,
+      )
+      .option(
+        '--disk-quota <MiB>',
+        "most disk each run's workspace may use; over it, training and rollout jobs stop and writes are refused (default 4096)",
+        diskQuotaOption,
+      )
+      .addOption(sandboxOption())
+      .option('--gpus <list>', 'host GPU indices jobs may be given, e.g. 0,1 (with two or more, the last is kept for grading)', gpusOption),
+  ).action(async (options: ServeOptions) => {
+    const mode = serveMode(options);
+    const judge = judgeConfig(options);
+    const log = createLogger();
+    const engine = await Engine.open({
+      home: home(),
+      logger: log.logger,
+      judge,
+      maxJobs: mode === 'http' ? (options.maxJobs ?? cpus().length) : undefined,
+      diskQuotaBytes: options.diskQuota,
+      sandbox: options.sandbox,
+      gpus: options.gpus,
+    });
+    if (mode === 'http') {
+      log.addFile(join(home(), 'server.log'));
+      await serveHttp(engine, {
+        host: options.host,
+        port: options.port,
+        allowHosts: options.allowHost,
+        adminToken: process.env[options.adminTokenEnv] || undefined,
+        sessionIdleMs: options.sessionIdle * 1000,
+      });
+      return;
+    }
+    let run;
+    try {
+      run =
+        mode === 'launched'
+          ? await engine.serveLaunchedRun(options.run!)
+          : await engine.createRun({ taskId: options.task!, budget: options.budget, label: options.label });
+    } catch (error) {
+      await engine.close();
+      throw error;
+    }
+    log.addFile(join(run.dir, 'server.log'));
+    log.logger.info({ run: run.id, dir: run.dir, judge: engine.grader.judge.id }, 'run ready');
+    await serveStdio(engine, run);
+  });
+}
+
+type ServeMode = 'task' | 'launched' | 'http';
+
+/** The flags that apply only to some modes, with the modes they apply to and why. */
+const modeOnlyFlags: { flag: string; option: keyof ServeOptions; modes: ServeMode[]; why: string }[] = [
+  { flag: '--task', option: 'task', modes: ['task'], why: 'it names the task of a new stdio run' },
+  { flag: '--budget', option: 'budget', modes: ['task'], why: 'a run keeps the budget it was made with' },
+  { flag: '--label', option: 'label', modes: ['task'], why: 'a run keeps the label it was made with' },
+  { flag: '--max-jobs', option: 'maxJobs', modes: ['http'], why: 'it limits the jobs of all runs one server serves' },
+];
+
+const modeFlag: Record<ServeMode, string> = { task: '--task', launched: '--run', http: '--http' };
+
+const modeHelp: Record<ServeMode, string> = {
+  task: 'serve --task ID serves one new run over stdio',
+  launched: 'serve --run ID serves over stdio a run that a2rl run made',
+  http: 'serve --http serves the runs of the store, each made with a2rl runs create --task ID [--budget ...] [--label ...]',
+};
+
+/** Which of the three ways to serve the flags ask for; a flag that does not apply to it is refused, saying what to do. */
+function serveMode(options: ServeOptions): ServeMode {
+  const chosen = [options.http && 'http', options.run !== undefined && 'launched', options.task !== undefined && 'task'].filter(
+    (mode): mode is ServeMode => typeof mode === 'string',
+  );
+  const mode = chosen[0];
+  if (mode === undefined) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      'serve needs --task ID for a run over stdio, --run ID for a run a2rl run made, or --http to serve runs made with a2rl runs create.',
+    );
+  }
+  if (chosen.length > 1) {
+    throw new A2rlError('INVALID_INPUT', `${modeHelp[mode]}: give one of ${chosen.map((m) => modeFlag[m]).join(', ')}.`);
+  }
+  const misplaced = modeOnlyFlags.find(({ option, modes }) => options[option] !== undefined && !modes.includes(mode));
+  if (misplaced) {
+    const belongs = misplaced.modes.map((m) => `serve ${modeFlag[m]}`).join(' or ');
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `${misplaced.flag} is for ${belongs} only (${misplaced.why}); ${modeHelp[mode]}: drop ${misplaced.flag}, or use ${belongs}.`,
+    );
+  }
+  return mode;
+}

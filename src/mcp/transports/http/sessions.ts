@@ -1,0 +1,136 @@
+import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Engine } from '../../../core/engine.js';
+import type { Run } from '../../../core/run.js';
+import type { RecordEvent } from '../../../store/events.js';
+import { A2rlError } from '../../../util/errors.js';
+import { RecordingTransport } from '../../recording-transport.js';
+import { createServer } from '../../server.js';
+
+interface Session {
+  kind: 'streamable' | 'sse';
+  runId: string;
+  recording: RecordingTransport;
+  lastRequestAt: number;
+}
+
+interface StreamableSession extends Session {
+  kind: 'streamable';
+  transport: StreamableHTTPServerTransport;
+}
+
+interface SseSession extends Session {
+  kind: 'sse';
+  transport: SSEServerTransport;
+}
+
+/**
+ * The open MCP sessions of an HTTP server, Streamable HTTP and HTTP+SSE alike: each is bound
+ * to the run whose token opened it and has an MCP server of its own on that run.
+ */
+export class SessionTable {
+  private readonly sessions = new Map<string, StreamableSession | SseSession>();
+
+  /** @param recordFor the record a session's calls go to: the run's, plus the server's metrics. */
+  constructor(
+    private readonly engine: Engine,
+    private readonly recordFor: (run: Run) => RecordEvent,
+  ) {}
+
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  callsInFlight(): number {
+    return [...this.sessions.values()].reduce((n, s) => n + s.recording.callsInFlight, 0);
+  }
+
+  /** `/mcp`: a new session on an initialize request without a session id, else the session's own transport. */
+  async handleStreamable(req: IncomingMessage, res: ServerResponse, runId: string, body: unknown): Promise<void> {
+    const sessionId = req.headers['mcp-session-id'];
+    if (typeof sessionId !== 'string') {
+      if (req.method !== 'POST') throw new A2rlError('INVALID_INPUT', `${req.method} /mcp needs the Mcp-Session-Id header of a session.`);
+      return this.startStreamable(req, res, runId, body);
+    }
+    const session = this.sessionFor(sessionId, runId);
+    if (session.kind !== 'streamable') {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        `Session ${sessionId} is an HTTP+SSE session: post its messages to /messages?sessionId=${sessionId}, or start a Streamable HTTP session at /mcp.`,
+      );
+    }
+    await session.transport.handleRequest(req, res, body);
+  }
+
+  /** `GET /sse`: a new HTTP+SSE session, its stream open until the client goes. */
+  async startSse(res: ServerResponse, runId: string): Promise<void> {
+    const run = await this.engine.remoteRun(runId);
+    const transport = new SSEServerTransport('/messages', res);
+    const recording = new RecordingTransport(transport, this.recordFor(run));
+    this.sessions.set(transport.sessionId, { kind: 'sse', runId, transport, recording, lastRequestAt: Date.now() });
+    recording.onclose = () => this.sessions.delete(transport.sessionId);
+    await createServer(run).connect(recording);
+  }
+
+  /** `POST /messages?sessionId=`: one message of an HTTP+SSE session. */
+  async handleSseMessage(req: IncomingMessage, res: ServerResponse, runId: string, sessionId: string | null, body: unknown): Promise<void> {
+    if (!sessionId) throw new A2rlError('INVALID_INPUT', 'POST /messages needs ?sessionId= from the endpoint event of GET /sse.');
+    const session = this.sessionFor(sessionId, runId);
+    if (session.kind !== 'sse') {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        `Session ${sessionId} is a Streamable HTTP session: send its messages to /mcp with the Mcp-Session-Id header.`,
+      );
+    }
+    await session.transport.handlePostMessage(req, res, body);
+  }
+
+  /** Closes the sessions of revoked runs, and Streamable HTTP sessions idle since `idleSince` with no call in flight. */
+  closeIdleAndRevoked(idleSince: number): void {
+    for (const [id, session] of this.sessions) {
+      const revoked = this.engine.store.getRunToken(session.runId)?.revoked_at != null;
+      const idle = session.kind === 'streamable' && session.lastRequestAt <= idleSince && session.recording.callsInFlight === 0;
+      if (!revoked && !idle) continue;
+      this.engine.logger.info({ session: id, run: session.runId, revoked }, 'closing a session');
+      void session.recording.close();
+    }
+  }
+
+  async closeAll(): Promise<void> {
+    for (const session of [...this.sessions.values()]) await session.recording.close();
+  }
+
+  private async startStreamable(req: IncomingMessage, res: ServerResponse, runId: string, body: unknown): Promise<void> {
+    if (!isInitializeRequest(body)) {
+      throw new A2rlError('INVALID_INPUT', 'No Mcp-Session-Id header: a new session starts with an initialize request.');
+    }
+    const run = await this.engine.remoteRun(runId);
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: randomUUID,
+      onsessioninitialized: (id) =>
+        void this.sessions.set(id, { kind: 'streamable', runId, transport, recording, lastRequestAt: Date.now() }),
+    });
+    const recording = new RecordingTransport(transport, this.recordFor(run));
+    recording.onclose = () => {
+      if (transport.sessionId !== undefined) this.sessions.delete(transport.sessionId);
+    };
+    await createServer(run).connect(recording);
+    await transport.handleRequest(req, res, body);
+  }
+
+  private sessionFor(id: string, runId: string): StreamableSession | SseSession {
+    const session = this.sessions.get(id);
+    // Another run's session is reported as unknown: a token learns nothing about other runs.
+    if (!session || session.runId !== runId) {
+      throw new A2rlError(
+        'NOT_FOUND',
+        `No session "${id}" for this token: it closed, was idle too long, or the server restarted. Connect again (initialize).`,
+      );
+    }
+    session.lastRequestAt = Date.now();
+    return session;
+  }
+}
