@@ -8,6 +8,7 @@ import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { Store } from '../src/store/store.js';
 import { tempDir } from './helpers/sandbox.js';
 import { processTree } from '../sandbox/process-tree.js';
+import { type InProcessRun, startInProcess } from './helpers/in-process.js';
 import { call, rawServer, startServer, tweakScript, waitJob, waitScore } from './helpers/mcp.js';
 
 const toolNames = [
@@ -26,21 +27,23 @@ const toolNames = [
   'budget_status',
 ];
 
-describe('MCP server over stdio', () => {
+describe('MCP server, in process', () => {
   const home = tempDir('home');
+  let served: InProcessRun;
   let client: Client;
   let runId: string;
   let workspace: string;
 
   beforeAll(async () => {
-    client = await startServer({ home, budget: 'submissions=4' });
+    served = await startInProcess({ home, budget: 'submissions=4' });
+    client = served.client;
     runId = (await call(client, 'budget_status')).structured.run_id;
     workspace = join(home, 'runs', runId, 'workspace');
     mkdirSync(join(home, 'submissions'), { recursive: true });
   });
 
   afterAll(async () => {
-    await client?.close();
+    await served?.close();
   });
 
   /** What a bad call must leave as it was: files, stored snapshots, jobs, submissions, budget counters. */
@@ -384,7 +387,7 @@ describe('budget enforcement', () => {
   const home = tempDir('home');
 
   it('caps submissions and keeps nothing of a refused one', async () => {
-    const client = await startServer({ home, budget: 'submissions=1' });
+    const { client, close } = await startInProcess({ home, budget: 'submissions=1' });
     try {
       for (const scale of [1.01, 1.02])
         expect((await call(client, 'exec', { command: tweakScript(`output/s${scale}`, scale) })).structured.exit_code).toBe(0);
@@ -395,12 +398,12 @@ describe('budget enforcement', () => {
       expect(readdirSync(join(home, 'submissions'))).toEqual(stored);
       expect((await call(client, 'budget_status')).structured.submissions).toMatchObject({ used: 1, left: 0 });
     } finally {
-      await client.close();
+      await close();
     }
   });
 
   it('stops jobs when compute runs out and refuses new ones', async () => {
-    const client = await startServer({ home, budget: 'compute=6s' });
+    const { client, close } = await startInProcess({ home, budget: 'compute=6s' });
     try {
       const started = await call(client, 'run_training', { command: 'python3 -c "while True: pass"' });
       const job = await waitJob(client, started.structured.job_id, 120);
@@ -418,12 +421,12 @@ describe('budget enforcement', () => {
         expect(refused.text).toMatch(/\[BUDGET_EXHAUSTED\].*compute budget is spent.*submit_artifact/);
       }
     } finally {
-      await client.close();
+      await close();
     }
   });
 
   it('ends the run when the wall clock runs out', async () => {
-    const client = await startServer({ home, budget: 'wall=4s' });
+    const { client, close } = await startInProcess({ home, budget: 'wall=4s' });
     try {
       const started = await call(client, 'run_training', { command: 'sleep 300' });
       const job = await waitJob(client, started.structured.job_id, 60);
@@ -435,7 +438,7 @@ describe('budget enforcement', () => {
       const listing = await call(client, 'list_files', {});
       expect(listing.isError).toBe(false);
     } finally {
-      await client.close();
+      await close();
     }
   });
 });

@@ -37,8 +37,10 @@ export interface EngineOptions {
    * writes to the store (`a2rl runs create`) skips it, so it never waits on others' grading.
    */
   recover?: boolean;
-  /** Sandbox backend of every run and grading (default: bwrap). */
+  /** Sandbox backend of every run and grading, by its registry name (default: bwrap). */
   sandbox?: SandboxName;
+  /** A backend built by the caller instead (tests, embedding); `sandbox` is then ignored. */
+  backend?: SandboxBackend;
   /** Host GPU indices jobs may be given (`serve --gpus 0,1`); none by default. */
   gpus?: number[];
 }
@@ -87,7 +89,7 @@ export class Engine {
   static async open(options: EngineOptions): Promise<Engine> {
     const logger = options.logger ?? createLogger().logger;
     const owner = ownerOfThisProcess();
-    const backend = createBackend(options.sandbox ?? 'bwrap', owner);
+    const backend = options.backend ?? createBackend(options.sandbox ?? 'bwrap', owner);
     const unavailable = await backend.unavailableReason();
     if (unavailable) throw new A2rlError('SANDBOX_UNAVAILABLE', `The ${backend.name} sandbox cannot run here: ${unavailable}.`);
     const shortcoming = backend.hostCheck();
