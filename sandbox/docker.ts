@@ -33,6 +33,9 @@ const jobCgroupPrefix = 'a2rl-';
 const joinCgroupThenRun =
   'until moved=; while IFS= read -r line; do case $line in *:pids:*"/$A2RL_CGROUP") moved=1;; esac; done < /proc/self/cgroup; [ -n "$moved" ]; do :; done; unset A2RL_CGROUP; exec "$@"';
 
+/** Longest wait for the engine to start an exec'd job's process. */
+const execStartTimeoutMs = 30_000;
+
 export interface DockerBackendOptions {
   /** Names this server on everything it creates, so a later start can sweep what a crash left. */
   owner: string;
@@ -331,8 +334,12 @@ class DockerProcess implements SandboxProcess {
         stream.once('error', () => resolve());
       });
       container.modem.demuxStream(stream, job.sink.stream('stdout'), job.sink.stream('stderr'));
+      // The engine may answer before the process exists (not running, no exit code yet): wait for its pid, or its end.
       let info = await exec.inspect();
-      while (info.Pid === 0 && info.Running) info = await exec.inspect();
+      for (const deadline = Date.now() + execStartTimeoutMs; info.Pid === 0 && info.ExitCode === null && Date.now() < deadline; ) {
+        await delay(5);
+        info = await exec.inspect();
+      }
       if (info.Pid > 0) {
         job.hostPid = info.Pid;
         if (ownCgroup) job.joinCgroup(cgroupName);
