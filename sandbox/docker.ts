@@ -336,7 +336,7 @@ class DockerProcess implements SandboxProcess {
       container.modem.demuxStream(stream, job.sink.stream('stdout'), job.sink.stream('stderr'));
       // The engine may answer before the process exists (not running, no exit code yet): wait for its pid, or its end.
       let info = await exec.inspect();
-      for (const deadline = Date.now() + execStartTimeoutMs; info.Pid === 0 && info.ExitCode === null && Date.now() < deadline; ) {
+      for (const deadline = Date.now() + execStartTimeoutMs; info.Pid === 0 && info.ExitCode === null && Date.now() < deadline;) {
         await delay(5);
         info = await exec.inspect();
       }

@@ -1,11 +1,12 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminToken, type HttpServer, startHttpServer } from './helpers/http-server.js';
 import { cliEntry } from '../src/util/paths.js';
 import { loadReplay, playReplay } from '../src/launch/replay.js';
 import { summarizeRun } from '../src/reports/summary.js';
@@ -14,7 +15,6 @@ import { getTask } from '../src/tasks/task.js';
 import { call, waitJob } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
 
-const adminToken = 'test-admin-token';
 /** How long the load test keeps its sessions calling; the issue asks for 60 s, which a 2-core CI machine shares badly. */
 const loadSeconds = Number(process.env.A2RL_LOAD_SECONDS ?? 60);
 if (!(loadSeconds > 0)) throw new Error(`A2RL_LOAD_SECONDS must be a positive number of seconds, not "${process.env.A2RL_LOAD_SECONDS}".`);
@@ -26,30 +26,6 @@ const initialize = {
 };
 
 /** `a2rl serve --http` on a free port, with the URL it prints. */
-async function startHttpServer(
-  home: string,
-  args: string[] = [],
-): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null>; stderr: () => string }> {
-  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...args], {
-    env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-  let stderr = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${stderr}`)), 30_000);
-    child.stderr!.on('data', (chunk: Buffer) => {
-      stderr += chunk;
-      const match = /listening on (http:\/\/\S+)/.exec(stderr);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]!);
-      }
-    });
-  });
-  return { child, url, exited, stderr: () => stderr };
-}
-
 async function cliRun(home: string, args: string[]): Promise<string> {
   const { stdout } = await promisify(execFile)(process.execPath, [cliEntry, ...args], { env: { ...process.env, A2RL_HOME: home } });
   return stdout;
@@ -129,7 +105,7 @@ const jsonHeaders = (token: string) => ({
 
 describe('MCP over HTTP', () => {
   const home = tempDir('http');
-  let server: Awaited<ReturnType<typeof startHttpServer>>;
+  let server: HttpServer;
   let first: { run_id: string; token: string };
   let second: { run_id: string; token: string };
   const clients: Client[] = [];
@@ -423,7 +399,7 @@ describe('MCP over HTTP', () => {
 
 describe('MCP over HTTP: job limits and load', () => {
   const home = tempDir('http-load');
-  let server: Awaited<ReturnType<typeof startHttpServer>>;
+  let server: HttpServer;
   const clients: Client[] = [];
   const open = async (token: string, transport: 'streamable' | 'sse') => {
     const client = await connect(server.url, token, transport);
@@ -536,7 +512,7 @@ describe('MCP over HTTP: job limits and load', () => {
 
 describe('MCP over HTTP: idle sessions', () => {
   const home = tempDir('http-idle');
-  let server: Awaited<ReturnType<typeof startHttpServer>>;
+  let server: HttpServer;
 
   afterAll(() => {
     server?.child.kill('SIGKILL');

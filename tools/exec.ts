@@ -6,6 +6,7 @@ import { jobId, waitForJob } from './shared/job-view.js';
 const maxOutputBytes = 16 * 1024;
 /** With the stop grace after it, the answer still comes before clients give up on the call (about 60 s). */
 const maxExecSeconds = 45;
+const defaultExecSeconds = 30;
 
 export const execTool = defineTool({
   name: 'exec',
@@ -13,7 +14,7 @@ export const execTool = defineTool({
   description:
     'Runs a short shell command in the run sandbox (cwd /workspace, no network, /usr/bin/python3 with PyTorch) and returns ' +
     'its exit code and output (stdout and stderr together, the last 16 KiB). For quick things: look at data, check that a ' +
-    'script starts, run a few training steps. It is killed after timeout_s (at most ${maxExecSeconds} s); start anything longer with ' +
+    `script starts, run a few training steps. It is killed after timeout_s (default ${defaultExecSeconds} s, at most ${maxExecSeconds} s); start anything longer with ` +
     'run_training. Its CPU time is charged to the compute budget.',
   inputSchema: z
     .object({
@@ -23,7 +24,7 @@ export const execTool = defineTool({
         .int()
         .min(1)
         .max(maxExecSeconds)
-        .default(30)
+        .default(defaultExecSeconds)
         .describe(`Seconds before the command is killed, 1 to ${maxExecSeconds}`),
     })
     .strict(),

@@ -12,7 +12,7 @@ import { runTrainingTool } from './run-training.js';
 import { submitArtifactTool } from './submit-artifact.js';
 import { writeFileTool } from './write-file.js';
 
-/** Every tool an agent gets, in the order DESIGN.md lists them. */
+/** Every tool an agent gets, in the order docs/ARCHITECTURE.md lists them. */
 export const tools = [
   readInstructionsTool,
   listFilesTool,

@@ -5,7 +5,7 @@ import { getTask } from '../tasks/task.js';
 
 /**
  * Results over repeated runs, grouped by agent, driver model and task. A run's result is
- * its final score (DESIGN.md): the private score of its best public submission, or the
+ * its final score (docs/ARCHITECTURE.md, "Scores"): the private score of its best public submission, or the
  * baseline's when it has no graded submission (the model was left as it was).
  */
 

@@ -1,12 +1,13 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { cliEntry } from '../../src/util/paths.js';
 import { Store } from '../../src/store/store.js';
+import { adminToken, type HttpServer, killServer, startHttpServer as startServerOverHttp } from '../helpers/http-server.js';
 import { call, startServer, tweakScript, waitJob } from '../helpers/mcp.js';
 
 /**
@@ -23,7 +24,7 @@ export function backendArgs(backend: string): string[] {
   return backend === 'bwrap' ? [] : ['--sandbox', backend];
 }
 
-export const adminToken = 'redteam-admin-token';
+export { adminToken, type HttpServer, killServer };
 
 /** A stdio run (a real `a2rl serve` child) on the given backend, with its id and workspace. */
 export async function stdioRun(home: string, backend: string, options: { budget?: string; serverArgs?: string[] } = {}) {
@@ -37,41 +38,9 @@ export async function stdioRun(home: string, backend: string, options: { budget?
   return { client, runId, workspace: join(home, 'runs', runId, 'workspace') };
 }
 
-export interface HttpServer {
-  child: ChildProcess;
-  url: string;
-  port: number;
-  exited: Promise<number | null>;
-}
-
-/** `a2rl serve --http` on a free loopback port. */
-export async function startHttpServer(home: string, backend: string, args: string[] = []): Promise<HttpServer> {
-  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...backendArgs(backend), ...args], {
-    env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-  let stderr = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${stderr}`)), 60_000);
-    child.stderr!.on('data', (chunk: Buffer) => {
-      stderr += chunk;
-      // Kept for the post-mortem of a failed attack.
-      appendFileSync(join(home, 'server-stderr.log'), chunk);
-      const match = /listening on (http:\/\/\S+)/.exec(stderr);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]!);
-      }
-    });
-    void exited.then(() => reject(new Error(`server exited: ${stderr}`)));
-  });
-  return { child, url, port: Number(new URL(url).port), exited };
-}
-
-export async function killServer(server: HttpServer): Promise<void> {
-  server.child.kill('SIGKILL');
-  await server.exited;
+/** `a2rl serve --http` on a free loopback port, on the given backend. */
+export function startHttpServer(home: string, backend: string, args: string[] = []): Promise<HttpServer> {
+  return startServerOverHttp(home, [...backendArgs(backend), ...args]);
 }
 
 /** A run for a remote agent, made as an operator makes it (`a2rl runs create`). */

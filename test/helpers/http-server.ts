@@ -1,0 +1,46 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cliEntry } from '../../src/util/paths.js';
+
+/** The admin token every test HTTP server accepts for `POST /runs`. */
+export const adminToken = 'test-admin-token';
+
+export interface HttpServer {
+  child: ChildProcess;
+  url: string;
+  port: number;
+  exited: Promise<number | null>;
+  /** What the server wrote to stderr so far (also kept in `<home>/server-stderr.log`). */
+  stderr(): string;
+}
+
+/** A real `a2rl serve --http` child on a free loopback port, on `home`, with extra `serve` flags. */
+export async function startHttpServer(home: string, args: string[] = []): Promise<HttpServer> {
+  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...args], {
+    env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  let stderr = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start: ${stderr}`)), 60_000);
+    child.stderr!.on('data', (chunk: Buffer) => {
+      stderr += chunk;
+      // Kept for the post-mortem of a failed test.
+      appendFileSync(join(home, 'server-stderr.log'), chunk);
+      const match = /listening on (http:\/\/\S+)/.exec(stderr);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]!);
+      }
+    });
+    void exited.then(() => reject(new Error(`server exited: ${stderr}`)));
+  });
+  return { child, url, port: Number(new URL(url).port), exited, stderr: () => stderr };
+}
+
+export async function killServer(server: HttpServer): Promise<void> {
+  server.child.kill('SIGKILL');
+  await server.exited;
+}
