@@ -39,7 +39,7 @@ export async function startInProcess(options: {
   const run = await engine.createRun({ taskId: options.task ?? 'micro-gsm8k', budget: options.budget, label: options.label ?? 'test' });
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   await createServer(run).connect(new RecordingTransport(serverSide, run.record));
-  const client = new Client({ name: 'a2rl-in-process-test', version: '1' });
+  const client = new Client({ name: 'a2rl-test', version: '1' });
   await client.connect(clientSide);
   return {
     engine,
