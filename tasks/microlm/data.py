@@ -15,12 +15,19 @@ target at position t is token t+1 where that token belongs to the completion
 trained to write the completion and to stop, not to predict the prompt.
 """
 
+import json
 import random
 
 import torch
 
 from . import tokenizer
 from .model import IGNORE_INDEX
+
+
+def read_jsonl(path):
+    """The JSON objects of a JSONL file, one a line (blank lines skipped), as a list."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def make_batch(pairs, context_len):
