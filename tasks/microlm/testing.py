@@ -15,8 +15,11 @@ as the server runs it.
 """
 
 import atexit
+import contextlib
+import io
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -80,6 +83,27 @@ class TaskDir:
     def run(self, args, cwd=None, **kwargs):
         """`python3 ARGS` in the task's folder (or cwd), the library folder as PYTHONPATH; a CompletedProcess."""
         return subprocess.run([sys.executable] + list(args), cwd=cwd or self.dir, env=self.env(), capture_output=True, text=True, **kwargs)
+
+    def run_inline(self, args):
+        """`python3 ARGS` run in this process, for runs that stop at their argument checks (--help, bad flags):
+        no new interpreter, no second torch import. Returns (exit status, stdout, stderr)."""
+        out, err = io.StringIO(), io.StringIO()
+        saved_argv, saved_path = sys.argv, list(sys.path)
+        sys.path.insert(0, self.lib)
+        status = 0
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                if args[0] == "-m":
+                    sys.argv = list(args[1:])
+                    runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+                else:
+                    sys.argv = list(args)
+                    runpy.run_path(args[0], run_name="__main__")
+        except SystemExit as e:
+            status = e.code if isinstance(e.code, int) else int(e.code is not None)
+        finally:
+            sys.argv, sys.path[:] = saved_argv, saved_path
+        return status, out.getvalue(), err.getvalue()
 
     def start(self, args, cwd=None):
         """Like run, but returns the running Popen (stdout and stderr piped, text): for runs side by side."""
