@@ -4,8 +4,15 @@ import { describe, expect, it } from 'vitest';
 import { tasksRoot } from '../src/util/paths.js';
 import { listTaskIds } from '../src/tasks/task.js';
 
-// The Python side (microlm, the task packages, generators, graders) has its own unittest suites.
+// The Python side (microlm, the task packages, generators, graders) has its own unittest suites:
+// tasks/contract_test.py, what every task keeps, and each task's tests/test_<id>.py, what is its own.
 describe('python task suites', () => {
+  it('the contract of every task', { timeout: 600_000 }, () => {
+    const result = spawnSync('/usr/bin/python3', [join(tasksRoot, 'contract_test.py')], { encoding: 'utf8' });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/\nOK\b/);
+  });
+
   it.each(listTaskIds())('%s', { timeout: 300_000 }, (task) => {
     const result = spawnSync('/usr/bin/python3', [join(tasksRoot, task, 'tests', `test_${task.replace(/-/g, '_')}.py`)], {
       encoding: 'utf8',

@@ -58,6 +58,10 @@ const taskFileSchema = z.object({
   instructions: z.string(),
   /** The scripted replay that must beat the baseline by at least `minImprovement` points within the default budget. */
   oracle: z.object({ replay: z.string(), minImprovement: z.number().positive() }),
+  /** What kind of task this is, after its level in the README's task table. */
+  summary: z.string(),
+  /** The README table's figures: the base model's grade (public, private) and the oracle's range and recipe. */
+  figures: z.object({ baseline: z.object({ public: z.number(), private: z.number() }), oracle: z.string() }),
   /** Points over the baseline (private half) a run must gain to count as a success on the leaderboard. */
   successMargin: z.number().positive().default(10),
 });

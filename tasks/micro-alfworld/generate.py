@@ -1,6 +1,6 @@
 """Generate the micro-alfworld games: training games and held-out evaluation games.
 
-    python3 generate.py [--out-dir DIR]
+    PYTHONPATH=<dir holding microlm> python3 generate.py [--out-dir DIR]
 
 Writes DIR/data/train.jsonl (agent-visible) and DIR/eval/{public,private}.jsonl (hidden), DIR defaulting
 to this task's folder. A game is {"seed": int, "task_type": str, "object": str, "destination": str}; the
@@ -10,11 +10,11 @@ environment builds the layout from the seed. Out of distribution like ALFWorld's
 is a pure function of SEED: a rerun gives byte-identical files.
 """
 
-import argparse
-import json
 import os
 import random
 import sys
+
+from microlm import splits
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "env"))
@@ -55,25 +55,16 @@ def games(rng, pool, n, first_seed):
     return out
 
 
-def write(path, items):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        for it in items:
-            f.write(json.dumps(it) + "\n")
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", default=HERE)
-    args = parser.parse_args()
+def generate():
     rng = random.Random(SEED)
     train_pool, held_pool = split_combos(rng)
-    write(os.path.join(args.out_dir, "data", "train.jsonl"), games(rng, train_pool, N_TRAIN, TRAIN_SEEDS))
-    write(os.path.join(args.out_dir, "eval", "public.jsonl"), games(rng, held_pool, N_PUBLIC, PUBLIC_SEEDS))
-    write(os.path.join(args.out_dir, "eval", "private.jsonl"), games(rng, held_pool, N_PRIVATE, PRIVATE_SEEDS))
-    print(f"{len(train_pool)} training and {len(held_pool)} held-out goal combinations; "
-          f"{N_TRAIN} training, {N_PUBLIC} public and {N_PRIVATE} private games")
+    print(f"{len(train_pool)} training and {len(held_pool)} held-out goal combinations")
+    return (
+        games(rng, train_pool, N_TRAIN, TRAIN_SEEDS),
+        games(rng, held_pool, N_PUBLIC, PUBLIC_SEEDS),
+        games(rng, held_pool, N_PRIVATE, PRIVATE_SEEDS),
+    )
 
 
 if __name__ == "__main__":
-    main()
+    splits.main(__doc__, HERE, generate, noun="games", sort_keys=False)

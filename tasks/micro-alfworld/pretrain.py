@@ -13,8 +13,6 @@ The model is trained on (prompt, action) pairs, loss on the action and EOS only.
 The expert and the demonstrator live in expert.py (task root, not mounted in the agent's sandbox).
 """
 
-import argparse
-import json
 import os
 import random
 import sys
@@ -23,9 +21,7 @@ import sys
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-import torch  # noqa: E402  (after the thread settings above)
-
-from microlm import GPT, GPTConfig, checkpoint, data, train  # noqa: E402
+from microlm import GPTConfig, data, pretraining, train  # noqa: E402  (after the thread settings above)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # expert.py lives at the task root, outside the agent-visible env package
@@ -35,29 +31,15 @@ CONFIG = GPTConfig(context_len=256, n_layer=2, n_head=4, d_model=96)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=os.path.join(HERE, "data", "train.jsonl"))
-    parser.add_argument("--out", default=os.path.join(HERE, "model"))
-    parser.add_argument("--steps", type=int, default=2200)
+    parser = pretraining.parser(__doc__, HERE, steps=2200, lr=2e-3)
     parser.add_argument("--q", type=float, default=0.45, help="chance of the expert action at a critical decision")
     parser.add_argument("--passes", type=int, default=2, help="demonstrations per training game")
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed)
+    args = pretraining.start(parser)
     rng = random.Random(args.seed)
-    with open(args.data) as f:
-        games = [json.loads(line) for line in f]
+    games = data.read_jsonl(args.data)
     pairs = [p for _ in range(args.passes) for g in games for p in demonstrate(g, args.q, rng)]
     print(f"{len(pairs)} demonstration steps", flush=True)
-    model = GPT(CONFIG)
-    batches = data.batches(pairs, args.batch_size, CONFIG.context_len, seed=args.seed)
-    train.fit(model, batches, args.steps, train.warmup_cosine(args.lr, 100, args.steps), log_every=250)
-    checkpoint.save(model, args.out)
-    print(f"saved {model.num_params()} parameters to {args.out}", flush=True)
+    pretraining.train(CONFIG, args, train.warmup_cosine(args.lr, 100, args.steps), pairs=pairs, log_every=250)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Generate the micro-alpacaeval data: short instructions with checkable constraints.
 
-    PYTHONPATH=<dir holding micro_alpacaeval> python3 generate.py [--out-dir DIR]
+    PYTHONPATH=<dir holding microlm and micro_alpacaeval> python3 generate.py [--out-dir DIR]
 
 Writes DIR/data/train.jsonl (agent-visible), DIR/eval/{public,private}.jsonl
 (hidden) and DIR/env/lexicon.txt (the judge's word list), DIR defaulting to this
@@ -28,12 +28,13 @@ appears twice anywhere. The output is a pure function of SEED: a rerun gives
 byte-identical files.
 """
 
-import argparse
-import json
 import os
 import random
 
+from microlm import splits
 from micro_alpacaeval.constraints import TYPES, failed, words
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 SEED = 20240805
 N_TRAIN, N_PUBLIC, N_PRIVATE = 4000, 200, 200
@@ -414,25 +415,11 @@ def lexicon():
     return sorted({w.lower() for t in texts for w in words(t)})
 
 
-def write_jsonl(path, items):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        for item in items:
-            f.write(json.dumps(item, sort_keys=True) + "\n")
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", default=os.path.dirname(os.path.abspath(__file__)))
-    args = parser.parse_args()
-    train, public, private = generate()
-    write_jsonl(os.path.join(args.out_dir, "data", "train.jsonl"), train)
-    write_jsonl(os.path.join(args.out_dir, "eval", "public.jsonl"), public)
-    write_jsonl(os.path.join(args.out_dir, "eval", "private.jsonl"), private)
-    os.makedirs(os.path.join(args.out_dir, "env"), exist_ok=True)
-    with open(os.path.join(args.out_dir, "env", "lexicon.txt"), "w") as f:
+    out_dir = splits.main(__doc__, HERE, generate)
+    os.makedirs(os.path.join(out_dir, "env"), exist_ok=True)
+    with open(os.path.join(out_dir, "env", "lexicon.txt"), "w") as f:
         f.write("".join(w + "\n" for w in lexicon()))
-    print(f"wrote {len(train)} train, {len(public)} public, {len(private)} private items under {args.out_dir}")
 
 
 if __name__ == "__main__":

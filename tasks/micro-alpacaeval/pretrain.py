@@ -12,7 +12,6 @@ same machine gives the same weights bit for bit; another CPU or BLAS build may
 round differently and end with slightly different weights. The committed model/ is the reference.
 """
 
-import argparse
 import os
 import random
 
@@ -21,10 +20,8 @@ import random
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-import torch  # noqa: E402  (after the thread settings above)
-
 from generate import pretraining_example  # noqa: E402  (this task's generate.py)
-from microlm import GPT, GPTConfig, checkpoint, data, train  # noqa: E402
+from microlm import GPTConfig, pretraining, train  # noqa: E402  (after the thread settings above)
 from micro_alpacaeval import format_completion, format_prompt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,19 +31,11 @@ FOLLOW = 0.25  # chance that a pretraining answer obeys each constraint of its i
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default=os.path.join(HERE, "model"))
-    parser.add_argument("--steps", type=int, default=600)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = pretraining.parser(__doc__, HERE, steps=600, lr=2e-3, batch_size=16, data_file=False)
     parser.add_argument("--d-model", type=int, default=CONFIG.d_model)
     parser.add_argument("--n-layer", type=int, default=CONFIG.n_layer)
     parser.add_argument("--follow", type=float, default=FOLLOW, help="chance that an answer obeys each constraint")
-    args = parser.parse_args()
-
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed)
+    args = pretraining.start(parser)
     rng = random.Random(args.seed)
     # Empty prompt: the loss covers the instruction too, as in plain language-model pretraining.
     pairs = []
@@ -54,11 +43,7 @@ def main():
         instruction, answer = pretraining_example(rng, args.follow)
         pairs.append(("", format_prompt(instruction) + format_completion(answer)))
     config = GPTConfig(context_len=CONFIG.context_len, n_layer=args.n_layer, n_head=CONFIG.n_head, d_model=args.d_model)
-    model = GPT(config)
-    batches = data.batches(pairs, args.batch_size, config.context_len, seed=args.seed)
-    train.fit(model, batches, args.steps, train.warmup_constant(args.lr, warmup=50))
-    checkpoint.save(model, args.out)
-    print(f"saved {model.num_params()} parameters to {args.out}")
+    pretraining.train(config, args, train.warmup_constant(args.lr, warmup=50), pairs=pairs)
 
 
 if __name__ == "__main__":

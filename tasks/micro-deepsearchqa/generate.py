@@ -1,6 +1,6 @@
 """Generate the micro-deepsearchqa games: multi-hop questions about the fixed corpus.
 
-    python3 generate.py [--out-dir DIR]
+    PYTHONPATH=<dir holding microlm> python3 generate.py [--out-dir DIR]
 
 Writes DIR/data/train.jsonl (agent-visible) and DIR/eval/{public,private}.jsonl (hidden), DIR
 defaulting to this task's folder. A game is {"seed": int, "type": str, "subject": str}. The corpus
@@ -11,11 +11,11 @@ the first three quarters (450 people, 180 companies), evaluation questions only 
 (public and private each get half of them). The output is a pure function of SEED.
 """
 
-import argparse
-import json
 import os
 import random
 import sys
+
+from microlm import splits
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 4242
@@ -51,35 +51,17 @@ def generate():
         half = len(rest) // 2
         pools[kind] = {"train": names[:cut], "public": rest[:half], "private": rest[half:]}
     seeds = rng.sample(range(1, 10**6), 4000)
-    splits = {"train": [], "public": [], "private": []}
+    by_split = {"train": [], "public": [], "private": []}
     for task_type in pkg.TYPES:
         kind = pkg.QUESTION_TYPES[task_type][1]
-        for split in splits:
+        for split in by_split:
             count = TRAIN_PER_TYPE[kind] if split == "train" else EVAL_PER_TYPE.get(task_type, EVAL_DEFAULT)
             for subject in rng.sample(pools[kind][split], count):
-                splits[split].append({"seed": seeds.pop(), "type": task_type, "subject": subject})
-    for items in splits.values():
+                by_split[split].append({"seed": seeds.pop(), "type": task_type, "subject": subject})
+    for items in by_split.values():
         rng.shuffle(items)
-    return splits["train"], splits["public"], splits["private"]
-
-
-def write_jsonl(path, items):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        for item in items:
-            f.write(json.dumps(item, sort_keys=True) + "\n")
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", default=HERE)
-    args = parser.parse_args()
-    train, public, private = generate()
-    write_jsonl(os.path.join(args.out_dir, "data", "train.jsonl"), train)
-    write_jsonl(os.path.join(args.out_dir, "eval", "public.jsonl"), public)
-    write_jsonl(os.path.join(args.out_dir, "eval", "private.jsonl"), private)
-    print(f"wrote {len(train)} train, {len(public)} public, {len(private)} private games under {args.out_dir}")
+    return by_split["train"], by_split["public"], by_split["private"]
 
 
 if __name__ == "__main__":
-    main()
+    splits.main(__doc__, HERE, generate, noun="games")

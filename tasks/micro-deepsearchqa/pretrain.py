@@ -11,8 +11,6 @@ and EOS) learns the format and the expert's rule, but its greedy choice is the h
 right only when the needed link happens to come first. Seeded and single-threaded.
 """
 
-import argparse
-import json
 import os
 import random
 import sys
@@ -20,9 +18,7 @@ import sys
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-import torch  # noqa: E402
-
-from microlm import GPT, GPTConfig, checkpoint, data, train  # noqa: E402
+from microlm import GPTConfig, data, pretraining, train  # noqa: E402
 from micro_deepsearchqa import format_prompt, make_env  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,27 +50,12 @@ def demonstrations(games, q, copies, seed):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=os.path.join(HERE, "data", "train.jsonl"))
-    parser.add_argument("--out", default=os.path.join(HERE, "model"))
-    parser.add_argument("--steps", type=int, default=600)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser = pretraining.parser(__doc__, HERE, steps=600, lr=3e-3)
     parser.add_argument("--q", type=float, default=Q)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed)
-    with open(args.data) as f:
-        games = [json.loads(line) for line in f]
-    pairs = demonstrations(games, args.q, COPIES, args.seed)
+    args = pretraining.start(parser)
+    pairs = demonstrations(data.read_jsonl(args.data), args.q, COPIES, args.seed)
     print(f"{len(pairs)} demonstration pairs", flush=True)
-    model = GPT(CONFIG)
-    batches = data.batches(pairs, args.batch_size, CONFIG.context_len, seed=args.seed)
-    train.fit(model, batches, args.steps, train.warmup_cosine(args.lr, 100, args.steps))
-    checkpoint.save(model, args.out)
-    print(f"saved {model.num_params()} parameters to {args.out}")
+    pretraining.train(CONFIG, args, train.warmup_cosine(args.lr, 100, args.steps), pairs=pairs)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Generate the micro-gsm8k data: templated two-operand word problems.
 
-    python3 generate.py [--out-dir DIR]
+    PYTHONPATH=<dir holding microlm> python3 generate.py [--out-dir DIR]
 
 Writes DIR/data/train.jsonl (agent-visible) and DIR/eval/{public,private}.jsonl
 (hidden), DIR defaulting to this task's folder. Items look like GSM8K:
@@ -9,10 +9,12 @@ function of SEED, so running it again gives byte-identical files. No question
 appears twice anywhere, so train and eval share none.
 """
 
-import argparse
-import json
 import os
 import random
+
+from microlm import splits
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 SEED = 20240617
 N_TRAIN, N_PUBLIC, N_PRIVATE = 4000, 200, 200
@@ -61,23 +63,5 @@ def generate():
     return items[:N_TRAIN], items[N_TRAIN : N_TRAIN + N_PUBLIC], items[N_TRAIN + N_PUBLIC :]
 
 
-def write_jsonl(path, items):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        for item in items:
-            f.write(json.dumps(item, sort_keys=True) + "\n")
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", default=os.path.dirname(os.path.abspath(__file__)))
-    args = parser.parse_args()
-    train, public, private = generate()
-    write_jsonl(os.path.join(args.out_dir, "data", "train.jsonl"), train)
-    write_jsonl(os.path.join(args.out_dir, "eval", "public.jsonl"), public)
-    write_jsonl(os.path.join(args.out_dir, "eval", "private.jsonl"), private)
-    print(f"wrote {len(train)} train, {len(public)} public, {len(private)} private items under {args.out_dir}")
-
-
 if __name__ == "__main__":
-    main()
+    splits.main(__doc__, HERE, generate)

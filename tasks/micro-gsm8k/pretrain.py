@@ -10,8 +10,6 @@ weights bit for bit; another CPU or BLAS build may round differently and end
 with slightly different weights. The committed model/ is the reference.
 """
 
-import argparse
-import json
 import os
 
 # One thread in every pool (torch's and OpenBLAS's, which is sized when torch loads):
@@ -19,9 +17,7 @@ import os
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-import torch  # noqa: E402  (after the thread settings above)
-
-from microlm import GPT, GPTConfig, checkpoint, data, train  # noqa: E402
+from microlm import GPTConfig, data, pretraining, train  # noqa: E402  (after the thread settings above)
 from micro_gsm8k import format_completion, format_prompt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,26 +25,10 @@ CONFIG = GPTConfig(context_len=128, n_layer=2, n_head=4, d_model=96)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=os.path.join(HERE, "data", "train.jsonl"))
-    parser.add_argument("--out", default=os.path.join(HERE, "model"))
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed)
-    with open(args.data) as f:
-        items = [json.loads(line) for line in f]
+    args = pretraining.start(pretraining.parser(__doc__, HERE, steps=400, lr=1e-3))
     # Empty prompt: the loss covers the question too, as in plain language-model pretraining.
-    pairs = [("", format_prompt(it["question"]) + format_completion(it["answer"])) for it in items]
-    model = GPT(CONFIG)
-    batches = data.batches(pairs, args.batch_size, CONFIG.context_len, seed=args.seed)
-    train.fit(model, batches, args.steps, train.warmup_constant(args.lr, warmup=50))
-    checkpoint.save(model, args.out)
-    print(f"saved {model.num_params()} parameters to {args.out}")
+    pairs = [("", format_prompt(it["question"]) + format_completion(it["answer"])) for it in data.read_jsonl(args.data)]
+    pretraining.train(CONFIG, args, train.warmup_constant(args.lr, warmup=50), pairs=pairs)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Generate the micro-webshop games: training games and out-of-distribution held-out games.
 
-    python3 generate.py [--out-dir DIR]
+    PYTHONPATH=<dir holding microlm> python3 generate.py [--out-dir DIR]
 
 Writes DIR/data/train.jsonl (agent-visible) and DIR/eval/{public,private}.jsonl (hidden), DIR defaulting to this
 task's folder. A game is {"seed": int, "colour": ..., "material": ..., "type": ...}; the environment derives the
@@ -9,11 +9,13 @@ asked for only in public games and 12 only in private ones: no training instruct
 appear in training catalogues as other products). Pure function of SEED: a rerun gives byte-identical files.
 """
 
-import argparse
 import itertools
-import json
 import os
 import random
+
+from microlm import splits
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 COLOURS = ("red", "blue", "green", "black", "white", "grey")
 MATERIALS = ("cotton", "wool", "linen", "silk", "denim")
@@ -56,23 +58,5 @@ def generate():
     )
 
 
-def write_jsonl(path, items):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        for item in items:
-            f.write(json.dumps(item, sort_keys=True) + "\n")
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", default=os.path.dirname(os.path.abspath(__file__)))
-    args = parser.parse_args()
-    train, public, private = generate()
-    write_jsonl(os.path.join(args.out_dir, "data", "train.jsonl"), train)
-    write_jsonl(os.path.join(args.out_dir, "eval", "public.jsonl"), public)
-    write_jsonl(os.path.join(args.out_dir, "eval", "private.jsonl"), private)
-    print(f"wrote {len(train)} train, {len(public)} public, {len(private)} private games under {args.out_dir}")
-
-
 if __name__ == "__main__":
-    main()
+    splits.main(__doc__, HERE, generate, noun="games")

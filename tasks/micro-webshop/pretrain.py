@@ -14,8 +14,6 @@ sampling succeeds in about a quarter of the training games. Seeded and single-th
 machine gives the same weights; the committed model/ is the reference.
 """
 
-import argparse
-import json
 import os
 import random
 import sys
@@ -28,7 +26,7 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 import torch  # noqa: E402  (after the thread settings above)
 import torch.nn.functional as F  # noqa: E402
 
-from microlm import GPT, GPTConfig, checkpoint, data, train  # noqa: E402
+from microlm import GPTConfig, data, pretraining, train  # noqa: E402
 from microlm.model import IGNORE_INDEX  # noqa: E402
 from micro_webshop import MAX_STEPS, format_prompt, make_env  # noqa: E402
 
@@ -69,50 +67,22 @@ def weighted_batches(triples, batch_size, context_len, seed):
             yield x, y, torch.tensor([w for _, _, w in chunk])
 
 
-def fit_weighted(model, batches, steps, lr_at, log_every=50):
-    """AdamW on the probability-weighted cross-entropy of the actions (like microlm.train.fit)."""
-    import time
-
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr_at(1), betas=(0.9, 0.99), weight_decay=0.0)
-    start = time.time()
-    for step in range(1, steps + 1):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step)
-        x, y, w = next(batches)
-        logits, _ = model(x)
-        ce = F.cross_entropy(logits.transpose(1, 2), y, ignore_index=IGNORE_INDEX, reduction="none")
-        mask = (y != IGNORE_INDEX).float()
-        loss = (ce * w[:, None]).sum() / (mask * w[:, None]).sum()
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % log_every == 0 or step == steps:
-            print(f"step {step}/{steps} loss {loss.item():.3f} lr {lr_at(step):.2e} {time.time() - start:.0f}s", flush=True)
+def weighted_loss(model, batch):
+    """The probability-weighted cross-entropy of the actions (loss_fn of microlm.train.fit)."""
+    x, y, w = batch
+    logits, _ = model(x)
+    ce = F.cross_entropy(logits.transpose(1, 2), y, ignore_index=IGNORE_INDEX, reduction="none")
+    mask = (y != IGNORE_INDEX).float()
+    return (ce * w[:, None]).sum() / (mask * w[:, None]).sum()
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=os.path.join(HERE, "data", "train.jsonl"))
-    parser.add_argument("--out", default=os.path.join(HERE, "model"))
-    parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed)
-    with open(args.data) as f:
-        games = [json.loads(line) for line in f]
-    triples = demonstrations(games)
+    args = pretraining.start(pretraining.parser(__doc__, HERE, steps=1000, lr=2e-3))
+    triples = demonstrations(data.read_jsonl(args.data))
     print(f"{len(triples)} weighted demonstration steps", flush=True)
-    model = GPT(CONFIG)
     batches = weighted_batches(triples, args.batch_size, CONFIG.context_len, args.seed)
-    fit_weighted(model, batches, args.steps, train.warmup_cosine(args.lr, warmup=100, steps=args.steps))
-    checkpoint.save(model, args.out)
-    print(f"saved {model.num_params()} parameters to {args.out}")
+    lr_at = train.warmup_cosine(args.lr, warmup=100, steps=args.steps)
+    pretraining.train(CONFIG, args, lr_at, batches=batches, loss_fn=weighted_loss)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,23 @@ Each sequence is BOS + prompt + completion + EOS, right-padded with PAD. The
 target at position t is token t+1 where that token belongs to the completion
 (its final EOS included) and IGNORE_INDEX (-100) elsewhere, so the model is
 trained to write the completion and to stop, not to predict the prompt.
+
+read_jsonl(path) reads a data file such as /workspace/data/train.jsonl (one JSON object a line).
 """
 
+import json
 import random
 
 import torch
 
 from . import tokenizer
 from .model import IGNORE_INDEX
+
+
+def read_jsonl(path):
+    """The JSON objects of a JSONL file, one a line (blank lines skipped), as a list."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def make_batch(pairs, context_len):

@@ -13,7 +13,8 @@ unfinished episode in one batched generate call; the action is the first line of
 completion, stripped. An episode ends when its env says done, or after max_steps. Greedy
 play (temperature 0), and sampling with a given seed, are deterministic. One record per episode:
     {"seed", "task_type", "steps": [{"observation", "action", "reward", "done"}], "return", "success", "length"}
-where an observation is what the policy saw before acting.
+where an observation is what the policy saw before acting. summarize scores played episodes;
+greedy_success(model, games, make_env, format_prompt, max_steps, max_new_tokens) is the success rate of greedy play.
 
 rollouts_main is a task's whole rollout command line (the static tasks' options, see microlm.sampling):
 n episodes over n / group-size distinct training games, group-size episodes per game (the groups GRPO compares);
@@ -24,13 +25,11 @@ single-threaded (so the same weights always get the same score), and writes per 
     {"score": 100 * success rate, "successes", "total", "mean_return", "success_<task type>": 0-100, ...}
 """
 
-import argparse
 import json
-import os
 import sys
 import time
 
-from . import sampling
+from . import grading, sampling
 from .decode import generate
 
 # Keeps the sampling seeds of different steps (and of neighbouring --seed values) apart.
@@ -88,30 +87,22 @@ def summarize(records):
     return result
 
 
+def greedy_success(model, games, make_env, format_prompt, max_steps, max_new_tokens, batch_size=64):
+    """Success rate (0-100) of one greedy episode per game, e.g. to follow training on a few training games."""
+    records = play(model, [make_env() for _ in games], games, format_prompt, max_steps, max_new_tokens, batch_size=batch_size)
+    return summarize(records)["score"]
+
+
 def grade_main(argv, doc, grader_version, make_env, format_prompt, max_steps, max_new_tokens):
     """Parses the grader's command line, plays the held-out games greedily and writes the scores as JSON.
 
     The caller must have set OMP_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1 before importing torch.
     A checkpoint that fails validation exits with status 2 and the reason on stderr, writing no score."""
-    import torch
-
-    from .checkpoint import CheckpointError, load
-
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="checkpoint directory (config.json + model.pt)")
-    parser.add_argument("--eval-dir", required=True, help="directory with public.jsonl and private.jsonl (one game per line)")
-    parser.add_argument("--out", required=True, help="where to write the scores (JSON)")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    try:
-        model = load(args.checkpoint)
-    except CheckpointError as e:
-        print(f"invalid checkpoint: {e}", file=sys.stderr)
-        sys.exit(2)
+    args = grading.parse(doc, "where to write the scores (JSON)", argv)
+    model = grading.load_or_exit(args.checkpoint)
     result = {"grader_version": grader_version}
-    for split in ("public", "private"):
-        with open(os.path.join(args.eval_dir, f"{split}.jsonl")) as f:
-            games = [json.loads(line) for line in f if line.strip()]
+    for split in grading.SPLITS:
+        games = grading.load_split(args.eval_dir, split)
         start = time.time()
         records = play(model, [make_env() for _ in games], games, format_prompt, max_steps, max_new_tokens, batch_size=len(games))
         result[split] = summarize(records)

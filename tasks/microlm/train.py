@@ -29,9 +29,11 @@ def warmup_constant(peak, warmup):
     return lambda step: peak * min(1.0, step / warmup)
 
 
-def fit(model, batches, steps, lr_at, log_every=50):
+def fit(model, batches, steps, lr_at, log_every=50, loss_fn=None):
     """Trains model in place for `steps` steps (numbered from 1) of `batches`: AdamW
-    (betas 0.9/0.99, no weight decay), gradients clipped to norm 1.0, lr_at(step) as the rate."""
+    (betas 0.9/0.99, no weight decay), gradients clipped to norm 1.0, lr_at(step) as the rate.
+
+    loss_fn(model, batch) -> scalar loss; by default a batch is (x, y) and the loss is model(x, y)'s."""
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr_at(1), betas=(0.9, 0.99), weight_decay=0.0)
     start = time.time()
@@ -39,8 +41,12 @@ def fit(model, batches, steps, lr_at, log_every=50):
         lr = lr_at(step)
         for group in opt.param_groups:
             group["lr"] = lr
-        x, y = next(batches)
-        _, loss = model(x, y)
+        batch = next(batches)
+        if loss_fn is None:
+            x, y = batch
+            _, loss = model(x, y)
+        else:
+            loss = loss_fn(model, batch)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -9,7 +9,6 @@ saves the result to --out. One round: rollouts from the current policy, then thi
 checkpoint and the union of all successes so far.
 """
 
-import argparse
 import json
 import os
 import random
@@ -17,28 +16,8 @@ import random
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import torch  # noqa: E402
-
-from microlm import checkpoint, data, episodes  # noqa: E402
-from microlm.train import fit, warmup_cosine  # noqa: E402
+from microlm import data, episodes, finetune  # noqa: E402
 from micro_alfworld import MAX_NEW_TOKENS, MAX_STEPS, format_prompt, make_env  # noqa: E402
-
-
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base", default="/workspace/models/base", help="checkpoint to fine-tune (the policy of the last rollouts)")
-    parser.add_argument("--rollouts", nargs="+", required=True, help="rollout JSONL files (launch_rollouts output)")
-    parser.add_argument("--data", default="/workspace/data/train.jsonl")
-    parser.add_argument("--out", default="/workspace/output/final")
-    parser.add_argument("--epochs", type=float, default=3.0, help="passes over the kept steps")
-    parser.add_argument("--min-steps", type=int, default=40)
-    parser.add_argument("--max-steps", type=int, default=200)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--check-games", type=int, default=60, help="training games played greedily to measure success")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads; a model this small gains little from more")
-    return parser.parse_args()
 
 
 def kept_pairs(paths):
@@ -67,30 +46,21 @@ def kept_pairs(paths):
     return pairs
 
 
-def greedy_success(model, games):
-    records = episodes.play(model, [make_env() for _ in games], games, format_prompt, MAX_STEPS, MAX_NEW_TOKENS)
-    return episodes.summarize(records)["score"]
-
-
 def main():
-    args = parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
+    parser = finetune.parser(__doc__, lr=1e-3, start_help="checkpoint to fine-tune (the policy of the last rollouts)")
+    parser.add_argument("--rollouts", nargs="+", required=True, help="rollout JSONL files (launch_rollouts output)")
+    parser.add_argument("--epochs", type=float, default=3.0, help="passes over the kept steps")
+    parser.add_argument("--min-steps", type=int, default=40)
+    parser.add_argument("--max-steps", type=int, default=200)
+    parser.add_argument("--check-games", type=int, default=60, help="training games played greedily to measure success")
+    args = finetune.start(parser)
     pairs = kept_pairs(args.rollouts)
     if not pairs:
         raise SystemExit("no successful episode to learn from: sample more rollouts (or at a higher temperature)")
-    with open(args.data) as f:
-        games = [json.loads(line) for line in f]
-    check = random.Random(args.seed + 1).sample(games, args.check_games)
-
-    model = checkpoint.load(args.base)
-    print(f"start: greedy success on {len(check)} training games {greedy_success(model, check):.1f}%", flush=True)
+    check = random.Random(args.seed + 1).sample(data.read_jsonl(args.data), args.check_games)
     steps = int(min(args.max_steps, max(args.min_steps, args.epochs * len(pairs) / args.batch_size)))
-    batches = data.batches(pairs, args.batch_size, model.config.context_len, seed=args.seed)
-    fit(model, batches, steps, warmup_cosine(args.lr, 10, steps), log_every=25)
-    print(f"end: greedy success on {len(check)} training games {greedy_success(model, check):.1f}%", flush=True)
-    checkpoint.save(model, args.out)
-    print(f"saved to {args.out}", flush=True)
+    success = lambda model: episodes.greedy_success(model, check, make_env, format_prompt, MAX_STEPS, MAX_NEW_TOKENS)
+    finetune.run(args, pairs, success, f"greedy success on {len(check)} training games", steps=steps, warmup=10, log_every=25)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ whose context cannot hold the response, exits with status 2 and the reason on
 stderr, writing nothing.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -25,22 +24,15 @@ import time
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-import torch  # noqa: E402  (after the thread settings above)
-
-from microlm import CheckpointError, checkpoint, generate  # noqa: E402
+from microlm import CheckpointError, checkpoint, generate, grading  # noqa: E402  (after the thread settings above)
 from micro_alpacaeval import format_prompt  # noqa: E402
 
 GENERATOR_VERSION = "micro-alpacaeval-generate-1"
-SPLITS = ("public", "private")
+SPLITS = grading.SPLITS
 MAX_NEW_TOKENS = 128  # the references are at most 120 characters
 BATCH_SIZE = 100
 # BOS + the longest prompt (124 characters) + the response: a context of 256 holds them all.
 MIN_CONTEXT = MAX_NEW_TOKENS + 2
-
-
-def load_split(eval_dir, split):
-    with open(os.path.join(eval_dir, f"{split}.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def load_model(path):
@@ -64,7 +56,7 @@ def response_rows(model, eval_dir):
     """The output lines: every item of both splits with its greedy response, public first."""
     rows = []
     for split in SPLITS:
-        items = load_split(eval_dir, split)
+        items = grading.load_split(eval_dir, split)
         start = time.time()
         for item, response in zip(items, respond(model, items)):
             rows.append({
@@ -76,20 +68,8 @@ def response_rows(model, eval_dir):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="checkpoint directory (config.json + model.pt)")
-    parser.add_argument("--eval-dir", required=True, help="directory with public.jsonl and private.jsonl")
-    parser.add_argument("--out", required=True, help="where to write the responses (JSONL)")
-    args = parser.parse_args()
-
-    torch.set_num_threads(1)
-    try:
-        model = load_model(args.checkpoint)
-    except CheckpointError as e:
-        print(f"invalid checkpoint: {e}", file=sys.stderr)
-        sys.exit(2)
-
-    rows = response_rows(model, args.eval_dir)
+    args = grading.parse(__doc__, "where to write the responses (JSONL)")
+    rows = response_rows(grading.load_or_exit(args.checkpoint, load_model), args.eval_dir)
     with open(args.out, "w") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")

@@ -9,7 +9,6 @@ action was not understood, fine-tunes the --init checkpoint on their (prompt(obs
 pairs, prints the greedy success on a few training games before and after, and saves to --out.
 """
 
-import argparse
 import json
 import os
 import random
@@ -17,25 +16,8 @@ import random
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import torch  # noqa: E402
-
-from microlm import checkpoint, data, episodes  # noqa: E402
-from microlm.train import fit, warmup_cosine  # noqa: E402
+from microlm import data, episodes, finetune  # noqa: E402
 from micro_deepsearchqa import MAX_NEW_TOKENS, MAX_STEPS, format_prompt, make_env  # noqa: E402
-
-
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--init", default="/workspace/models/base", help="checkpoint to fine-tune")
-    parser.add_argument("--rollouts", nargs="+", required=True, help="rollout batches (JSONL) whose successes to learn from")
-    parser.add_argument("--data", default="/workspace/data/train.jsonl")
-    parser.add_argument("--out", default="/workspace/output/final")
-    parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--check-games", type=int, default=96, help="training games played greedily to report success")
-    parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args()
 
 
 def successful_pairs(paths):
@@ -64,27 +46,16 @@ def successful_pairs(paths):
     return pairs, len(groups)
 
 
-def greedy_success(model, games):
-    records = episodes.play(model, [make_env() for _ in games], games, format_prompt, MAX_STEPS, MAX_NEW_TOKENS)
-    return 100.0 * sum(r["success"] for r in records) / len(records)
-
-
 def main():
-    args = parse_args()
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed)
-    with open(args.data) as f:
-        games = [json.loads(line) for line in f]
-    check = random.Random(args.seed).sample(games, args.check_games)
+    parser = finetune.parser(__doc__, start="--init", steps=150, lr=1e-3)
+    parser.add_argument("--rollouts", nargs="+", required=True, help="rollout batches (JSONL) whose successes to learn from")
+    parser.add_argument("--check-games", type=int, default=96, help="training games played greedily to report success")
+    args = finetune.start(parser)
+    check = random.Random(args.seed).sample(data.read_jsonl(args.data), args.check_games)
     pairs, solved = successful_pairs(args.rollouts)
     print(f"{len(pairs)} (observation, action) pairs from successful episodes of {solved} games", flush=True)
-    model = checkpoint.load(args.init)
-    print(f"init greedy success on {len(check)} training games: {greedy_success(model, check):.1f}%", flush=True)
-    batches = data.batches(pairs, args.batch_size, model.config.context_len, seed=args.seed)
-    fit(model, batches, args.steps, warmup_cosine(args.lr, 10, args.steps), log_every=25)
-    print(f"greedy success on {len(check)} training games: {greedy_success(model, check):.1f}%", flush=True)
-    checkpoint.save(model, args.out)
-    print(f"saved to {args.out}", flush=True)
+    success = lambda model: episodes.greedy_success(model, check, make_env, format_prompt, MAX_STEPS, MAX_NEW_TOKENS)
+    finetune.run(args, pairs, success, f"greedy success on {len(check)} training games", warmup=10, log_every=25)
 
 
 if __name__ == "__main__":

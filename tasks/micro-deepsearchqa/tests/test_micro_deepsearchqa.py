@@ -3,41 +3,28 @@
     /usr/bin/python3 tasks/micro-deepsearchqa/tests/test_micro_deepsearchqa.py
 
 Builds its own library folder (symlinks microlm and micro_deepsearchqa, as the sandbox
-mounts them), so no PYTHONPATH is needed.
+mounts them; microlm.testing), so no PYTHONPATH is needed. What every task must do
+(grader determinism, baseline and refusals, rollouts, generate.py, oracle replay) is
+checked by tasks/contract_test.py.
 """
 
-import atexit
-import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
 TASK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIB = tempfile.mkdtemp(prefix="a2rl-lib-")
-atexit.register(shutil.rmtree, LIB)
-os.symlink(os.path.join(os.path.dirname(TASK), "microlm"), os.path.join(LIB, "microlm"))
-os.symlink(os.path.join(TASK, "env"), os.path.join(LIB, "micro_deepsearchqa"))
-sys.path.insert(0, LIB)
+sys.path.insert(0, os.path.dirname(TASK))  # tasks/, for microlm
+from microlm.testing import TaskDir  # noqa: E402
+
+T = TaskDir(TASK)
 sys.path.insert(1, TASK)  # expert.py: task root only, not in the sandbox-mounted env package
 
 import micro_deepsearchqa as pkg  # noqa: E402
 from micro_deepsearchqa import MAX_STEPS, corpus, make_env  # noqa: E402
 from expert import critical, expert  # noqa: E402
 
-BASE = os.path.join(TASK, "model")
-
-
-def run(args):
-    env = dict(os.environ, PYTHONPATH=LIB)
-    return subprocess.run([sys.executable] + args, cwd=TASK, env=env, capture_output=True, text=True)
-
-
-def load(rel):
-    with open(os.path.join(TASK, rel)) as f:
-        return [json.loads(line) for line in f if line.strip()]
+load = T.load
 
 
 def play(game, policy):
@@ -58,13 +45,8 @@ class Env(unittest.TestCase):
         self.assertFalse(hasattr(pkg.game, "expert"))
         self.assertFalse(hasattr(pkg.game, "critical"))
         self.assertNotIn("expert", pkg.__all__)
-        for root, _, files in os.walk(os.path.join(TASK, "env")):
-            for name in files:
-                if name.endswith(".py"):
-                    with open(os.path.join(root, name)) as f:
-                        text = f.read()
-                    self.assertNotIn("def expert", text, name)
-                    self.assertNotIn("expert", text.lower(), name)
+        for name, text in T.env_sources().items():
+            self.assertNotIn("expert", text.lower(), name)
 
     def test_expert_solves_every_game_in_two_steps(self):
         for rel in ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl"):
@@ -120,54 +102,20 @@ class Env(unittest.TestCase):
         for name in corpus.PEOPLE[:50] + corpus.COMPANIES[:50]:
             self.assertEqual(corpus.search(f"Where is {name}?")[0], name)
 
-    def test_generate_is_reproducible_and_out_of_distribution(self):
-        with tempfile.TemporaryDirectory() as d:
-            self.assertEqual(run(["generate.py", "--out-dir", d]).returncode, 0)
-            for rel in ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl"):
-                with open(os.path.join(d, rel), "rb") as a, open(os.path.join(TASK, rel), "rb") as b:
-                    self.assertEqual(a.read(), b.read(), rel)
+    def test_evaluation_is_out_of_distribution(self):
         subjects = {rel: {g["subject"] for g in load(rel)} for rel in ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl")}
         self.assertFalse(subjects["data/train.jsonl"] & (subjects["eval/public.jsonl"] | subjects["eval/private.jsonl"]))
         self.assertFalse(subjects["eval/public.jsonl"] & subjects["eval/private.jsonl"])
 
 
 class Model(unittest.TestCase):
-    def test_grader_scores_base_model_deterministically(self):
+    def test_rollouts_act_in_the_action_format(self):
         with tempfile.TemporaryDirectory() as d:
-            scores = []
-            for name in ("a.json", "b.json"):
-                out = os.path.join(d, name)
-                proc = run(["grader/grade.py", "--checkpoint", BASE, "--eval-dir", "eval", "--out", out])
-                self.assertEqual(proc.returncode, 0, proc.stderr)
-                with open(out) as f:
-                    scores.append(json.load(f))
-            self.assertEqual(scores[0], scores[1])
-            self.assertTrue(2 <= scores[0]["public"]["score"] <= 30, scores[0])
-            self.assertEqual(scores[0]["private"]["total"], 150)
-
-    def test_grader_rejects_bad_checkpoint(self):
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "score.json")
-            proc = run(["grader/grade.py", "--checkpoint", d, "--eval-dir", "eval", "--out", out])
-            self.assertEqual(proc.returncode, 2)
-            self.assertIn("invalid checkpoint", proc.stderr)
-            self.assertFalse(os.path.exists(out))
-
-    def test_rollouts(self):
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "r.jsonl")
-            args = ["-m", "micro_deepsearchqa.rollouts", "--checkpoint", BASE, "--data", "data/train.jsonl",
-                    "--n", "32", "--group-size", "4", "--seed", "3", "--out", out]
-            proc = run(args)
-            self.assertEqual(proc.returncode, 0, proc.stderr)
-            summary = json.loads(proc.stdout.strip().splitlines()[-1])
-            self.assertEqual(summary["episodes"], 32)
-            with open(out) as f:
-                rows = [json.loads(line) for line in f]
-            self.assertEqual(len({r["game_index"] for r in rows}), 8)
-            for r in rows:
-                self.assertTrue(r["steps"] and isinstance(r["success"], bool))
-                self.assertTrue(all(s["action"].startswith(("search[", "answer[")) for s in r["steps"]), r)
+            _, rows = T.rollouts(self, os.path.join(d, "r.jsonl"), n=32, group_size=4)
+        self.assertEqual(len({r["game_index"] for r in rows}), 8)
+        for r in rows:
+            self.assertTrue(r["steps"] and isinstance(r["success"], bool))
+            self.assertTrue(all(s["action"].startswith(("search[", "answer[")) for s in r["steps"]), r)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ batch size and thread count. A checkpoint that fails validation exits with
 status 2 and the reason on stderr, writing no score.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -22,39 +21,20 @@ import time
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-import torch  # noqa: E402  (after the thread settings above)
-
-from microlm import CheckpointError, checkpoint, generate  # noqa: E402
+from microlm import generate, grading  # noqa: E402  (after the thread settings above)
 from micro_gsm8k import format_prompt, reward  # noqa: E402
 
 GRADER_VERSION = "micro-gsm8k-grader-1"
-SPLITS = ("public", "private")
 MAX_NEW_TOKENS = 32  # the reference answers are under 20 characters
 BATCH_SIZE = 100
 
 
-def load_split(eval_dir, split):
-    with open(os.path.join(eval_dir, f"{split}.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="checkpoint directory (config.json + model.pt)")
-    parser.add_argument("--eval-dir", required=True, help="directory with public.jsonl and private.jsonl")
-    parser.add_argument("--out", required=True, help="where to write the scores (JSON)")
-    args = parser.parse_args()
-
-    torch.set_num_threads(1)
-    try:
-        model = checkpoint.load(args.checkpoint)
-    except CheckpointError as e:
-        print(f"invalid checkpoint: {e}", file=sys.stderr)
-        sys.exit(2)
-
+    args = grading.parse(__doc__, "where to write the scores (JSON)")
+    model = grading.load_or_exit(args.checkpoint)
     result = {"grader_version": GRADER_VERSION}
-    for split in SPLITS:
-        items = load_split(args.eval_dir, split)
+    for split in grading.SPLITS:
+        items = grading.load_split(args.eval_dir, split)
         start = time.time()
         completions = generate(
             model, [format_prompt(it["question"]) for it in items], MAX_NEW_TOKENS, batch_size=BATCH_SIZE

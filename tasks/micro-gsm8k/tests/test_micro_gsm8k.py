@@ -3,37 +3,29 @@
     /usr/bin/python3 tasks/micro-gsm8k/tests/test_micro_gsm8k.py
 
 Builds its own library folder (symlinks microlm and micro_gsm8k, as the sandbox
-mounts them), so no PYTHONPATH is needed.
+mounts them; microlm.testing), so no PYTHONPATH is needed. What every task must do
+(grader, rollouts, generate.py, oracle replay) is checked by tasks/contract_test.py.
 """
 
-import atexit
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
 TASK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIB = tempfile.mkdtemp(prefix="a2rl-lib-")
-atexit.register(shutil.rmtree, LIB)
-os.symlink(os.path.join(os.path.dirname(TASK), "microlm"), os.path.join(LIB, "microlm"))
-os.symlink(os.path.join(TASK, "env"), os.path.join(LIB, "micro_gsm8k"))
-sys.path.insert(0, LIB)
+sys.path.insert(0, os.path.dirname(TASK))  # tasks/, for microlm
+from microlm.testing import TaskDir  # noqa: E402
+
+T = TaskDir(TASK)
 
 import torch  # noqa: E402
 
 from microlm import CheckpointError, GPT, GPTConfig, checkpoint, data, episodes, generate, tokenizer  # noqa: E402
 from micro_gsm8k import extract_answer, format_prompt, reward  # noqa: E402
 
-BASE = os.path.join(TASK, "model")
+BASE = T.base
 torch.set_num_threads(1)
-
-
-def run(args):
-    env = dict(os.environ, PYTHONPATH=LIB)
-    return subprocess.run([sys.executable] + args, cwd=TASK, env=env, capture_output=True, text=True)
 
 
 class Library(unittest.TestCase):
@@ -139,53 +131,19 @@ class Task(unittest.TestCase):
         self.assertEqual(reward("x\n#### 12", "5 + 7 = 12\n#### 12"), 1.0)
         self.assertEqual(reward("#### 13", "5 + 7 = 12\n#### 12"), 0.0)
 
-    def test_generate_is_reproducible_and_disjoint(self):
-        with tempfile.TemporaryDirectory() as d:
-            self.assertEqual(run(["generate.py", "--out-dir", d]).returncode, 0)
-            for rel in ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl"):
-                with open(os.path.join(d, rel), "rb") as a, open(os.path.join(TASK, rel), "rb") as b:
-                    self.assertEqual(a.read(), b.read(), rel)
-        questions = {}
-        for rel in ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl"):
-            with open(os.path.join(TASK, rel)) as f:
-                questions[rel] = {json.loads(line)["question"] for line in f}
+    def test_splits_are_disjoint(self):
+        questions = {rel: {it["question"] for it in T.load(rel)} for rel in ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl")}
         self.assertFalse(questions["data/train.jsonl"] & (questions["eval/public.jsonl"] | questions["eval/private.jsonl"]))
 
-    def test_grader_scores_base_model_deterministically(self):
+    def test_rollouts_score_each_completion(self):
         with tempfile.TemporaryDirectory() as d:
-            scores = []
-            for name in ("a.json", "b.json"):
-                out = os.path.join(d, name)
-                proc = run(["grader/grade.py", "--checkpoint", BASE, "--eval-dir", "eval", "--out", out])
-                self.assertEqual(proc.returncode, 0, proc.stderr)
-                with open(out) as f:
-                    scores.append(json.load(f))
-            self.assertEqual(scores[0], scores[1])
-            self.assertTrue(2 <= scores[0]["public"]["score"] <= 30, scores[0])
-            self.assertEqual(scores[0]["private"]["total"], 200)
-
-    def test_grader_rejects_bad_checkpoint(self):
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "score.json")
-            proc = run(["grader/grade.py", "--checkpoint", d, "--eval-dir", "eval", "--out", out])
-            self.assertEqual(proc.returncode, 2)
-            self.assertIn("invalid checkpoint", proc.stderr)
-            self.assertFalse(os.path.exists(out))
-
-    def test_rollouts(self):
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "r.jsonl")
-            args = ["-m", "micro_gsm8k.rollouts", "--checkpoint", BASE, "--data", "data/train.jsonl",
-                    "--n", "16", "--group-size", "4", "--seed", "3", "--out", out]
-            proc = run(args)
-            self.assertEqual(proc.returncode, 0, proc.stderr)
-            summary = json.loads(proc.stdout.strip())
-            self.assertEqual(summary["episodes"], 16)
-            with open(out) as f:
-                rows = [json.loads(line) for line in f]
-            self.assertEqual(len({r["prompt_index"] for r in rows}), 4)
-            self.assertAlmostEqual(summary["mean_reward"], sum(r["reward"] for r in rows) / 16, places=4)
-            self.assertEqual(run(args[:6] + ["--n", "15", "--group-size", "4", "--out", out]).returncode, 2)
+            summary, rows = T.rollouts(self, os.path.join(d, "r.jsonl"), n=16, group_size=4)
+        self.assertEqual(set(rows[0]), {"prompt_index", "prompt", "completion", "answer", "reward"})
+        self.assertAlmostEqual(summary["mean_reward"], sum(r["reward"] for r in rows) / 16, places=4)
+        train = T.load("data/train.jsonl")
+        for r in rows:
+            self.assertEqual(r["reward"], reward(r["completion"], train[r["prompt_index"]]["answer"]))
+            self.assertEqual(r["prompt"], format_prompt(train[r["prompt_index"]]["question"]))
 
 
 if __name__ == "__main__":

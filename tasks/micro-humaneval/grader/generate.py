@@ -21,7 +21,6 @@ Deterministic: greedy decoding, fixed batch size, one thread. A checkpoint that
 fails validation exits with status 2 and the reason on stderr, writing nothing.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -32,26 +31,19 @@ import time
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-import torch  # noqa: E402  (after the thread settings above)
-
-from microlm import CheckpointError, checkpoint, generate  # noqa: E402
+from microlm import CheckpointError, checkpoint, generate, grading  # noqa: E402  (after the thread settings above)
 from micro_humaneval import build_program, format_prompt  # noqa: E402
 
-SPLITS = ("public", "private")
+SPLITS = grading.SPLITS
 MAX_NEW_TOKENS = 64  # the longest reference body is 46 characters
 BATCH_SIZE = 100
-
-
-def load_split(eval_dir, split):
-    with open(os.path.join(eval_dir, f"{split}.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def programs(model, eval_dir):
     """The phase-1 records of every evaluation problem, public first."""
     records = []
     for split in SPLITS:
-        items = load_split(eval_dir, split)
+        items = grading.load_split(eval_dir, split)
         start = time.time()
         prompts = [format_prompt(it) for it in items]
         completions = generate(model, prompts, MAX_NEW_TOKENS, batch_size=BATCH_SIZE)
@@ -68,29 +60,22 @@ def programs(model, eval_dir):
     return records
 
 
-def load_or_exit(directory):
-    try:
-        model = checkpoint.load(directory)
-    except CheckpointError as e:
-        print(f"invalid checkpoint: {e}", file=sys.stderr)
-        sys.exit(2)
+def load_model(directory):
+    """The checkpoint as a GPT; raises CheckpointError when it cannot be graded."""
+    model = checkpoint.load(directory)
     if model.config.context_len < MAX_NEW_TOKENS + 2:  # BOS, at least one prompt character, the completion
-        print(f"invalid checkpoint: context_len must be at least {MAX_NEW_TOKENS + 2} "
-              f"to write {MAX_NEW_TOKENS} new tokens, not {model.config.context_len}", file=sys.stderr)
-        sys.exit(2)
+        raise CheckpointError(f"context_len must be at least {MAX_NEW_TOKENS + 2} "
+                              f"to write {MAX_NEW_TOKENS} new tokens, not {model.config.context_len}")
     return model
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="checkpoint directory (config.json + model.pt)")
-    parser.add_argument("--eval-dir", required=True, help="directory with public.jsonl and private.jsonl")
-    parser.add_argument("--out", required=True, help="where to write the programs (JSONL)")
-    args = parser.parse_args()
+def load_or_exit(directory):
+    return grading.load_or_exit(directory, load_model)
 
-    torch.set_num_threads(1)
-    model = load_or_exit(args.checkpoint)
-    records = programs(model, args.eval_dir)
+
+def main():
+    args = grading.parse(__doc__, "where to write the programs (JSONL)")
+    records = programs(load_or_exit(args.checkpoint), args.eval_dir)
     with open(args.out, "w") as f:
         for record in records:
             f.write(json.dumps(record, sort_keys=True) + "\n")

@@ -3,25 +3,22 @@
     /usr/bin/python3 tasks/micro-webshop/tests/test_micro_webshop.py
 
 Builds its own library folder (symlinks microlm and micro_webshop, as the sandbox
-mounts them), so no PYTHONPATH is needed.
+mounts them; microlm.testing), so no PYTHONPATH is needed. What every task must do
+(grader determinism, baseline and refusals, rollouts, generate.py, oracle replay) is
+checked by tasks/contract_test.py.
 """
 
-import atexit
-import json
 import os
 import random
-import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
 TASK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIB = tempfile.mkdtemp(prefix="a2rl-lib-")
-atexit.register(shutil.rmtree, LIB)
-os.symlink(os.path.join(os.path.dirname(TASK), "microlm"), os.path.join(LIB, "microlm"))
-os.symlink(os.path.join(TASK, "env"), os.path.join(LIB, "micro_webshop"))
-sys.path.insert(0, LIB)
+sys.path.insert(0, os.path.dirname(TASK))  # tasks/, for microlm
+from microlm.testing import TaskDir  # noqa: E402
+
+T = TaskDir(TASK)
 sys.path.insert(1, TASK)  # expert.py: at the task root, not in the env package the agent sees
 
 import torch  # noqa: E402
@@ -30,20 +27,9 @@ from microlm import checkpoint, episodes  # noqa: E402
 import micro_webshop as ws  # noqa: E402
 from expert import expert, habit_expert, habit_policy  # noqa: E402
 
-BASE = os.path.join(TASK, "model")
+BASE = T.base
 torch.set_num_threads(1)
-
-
-def run(args):
-    env = dict(os.environ, PYTHONPATH=LIB)
-    return subprocess.run([sys.executable] + args, cwd=TASK, env=env, capture_output=True, text=True)
-
-
-def load(rel):
-    with open(os.path.join(TASK, rel)) as f:
-        return [json.loads(line) for line in f]
-
-
+load = T.load
 TRAIN, PUBLIC, PRIVATE = load("data/train.jsonl"), load("eval/public.jsonl"), load("eval/private.jsonl")
 
 
@@ -89,14 +75,9 @@ class Env(unittest.TestCase):
     def test_env_package_exposes_no_expert(self):
         for name in ("expert", "habit_policy", "habit_expert"):
             self.assertFalse(hasattr(ws, name), name)
-        for root, _, files in os.walk(os.path.join(TASK, "env")):
-            for name in files:
-                if name.endswith(".py"):
-                    with open(os.path.join(root, name)) as f:
-                        text = f.read()
-                    self.assertNotIn("def expert", text, name)
-                    self.assertNotIn("def habit_", text, name)
-                    self.assertNotIn("expert", text.lower(), name)
+        for name, text in T.env_sources().items():
+            self.assertNotIn("def habit_", text, name)
+            self.assertNotIn("expert", text.lower(), name)
 
     def test_pages_invalid_actions_and_back(self):
         env = ws.make_env()
@@ -136,26 +117,8 @@ class Env(unittest.TestCase):
         self.assertFalse(train & public or train & private or public & private)
         self.assertEqual((len(public), len(private), len(PUBLIC), len(PRIVATE)), (12, 12, 150, 150))
 
-    def test_generate_is_reproducible(self):
-        with tempfile.TemporaryDirectory() as d:
-            self.assertEqual(run(["generate.py", "--out-dir", d]).returncode, 0)
-            for rel in ("data/train.jsonl", "eval/public.jsonl", "eval/private.jsonl"):
-                with open(os.path.join(d, rel), "rb") as a, open(os.path.join(TASK, rel), "rb") as b:
-                    self.assertEqual(a.read(), b.read(), rel)
-
 
 class Model(unittest.TestCase):
-    def test_grader_scores_base_model_in_range(self):
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "score.json")
-            proc = run(["grader/grade.py", "--checkpoint", BASE, "--eval-dir", "eval", "--out", out])
-            self.assertEqual(proc.returncode, 0, proc.stderr)
-            with open(out) as f:
-                score = json.load(f)
-        for split in ("public", "private"):
-            self.assertTrue(3 <= score[split]["score"] <= 15, score)
-            self.assertEqual(score[split]["total"], 150)
-
     def test_greedy_play_is_deterministic(self):
         model = checkpoint.load(BASE)
         games = PUBLIC[:20]
@@ -164,28 +127,11 @@ class Model(unittest.TestCase):
         self.assertEqual(first, play())
         self.assertTrue(all(r["steps"][0]["action"] == expert(r["steps"][0]["observation"]) for r in first))
 
-    def test_grader_rejects_bad_checkpoint(self):
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "score.json")
-            proc = run(["grader/grade.py", "--checkpoint", d, "--eval-dir", "eval", "--out", out])
-            self.assertEqual(proc.returncode, 2)
-            self.assertIn("invalid checkpoint", proc.stderr)
-            self.assertFalse(os.path.exists(out))
-
     def test_rollouts(self):
         with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "r.jsonl")
-            args = ["-m", "micro_webshop.rollouts", "--checkpoint", BASE, "--data", "data/train.jsonl",
-                    "--n", "16", "--group-size", "4", "--seed", "3", "--out", out]
-            proc = run(args)
-            self.assertEqual(proc.returncode, 0, proc.stderr)
-            summary = json.loads(proc.stdout.strip().splitlines()[-1])
-            self.assertEqual(summary["episodes"], 16)
-            with open(out) as f:
-                rows = [json.loads(line) for line in f]
-            self.assertEqual(len({r["game_index"] for r in rows}), 4)
-            self.assertTrue(all(isinstance(r["success"], bool) and r["steps"] for r in rows))
-            self.assertAlmostEqual(summary["success_rate"], sum(r["success"] for r in rows) / 16, places=4)
+            summary, rows = T.rollouts(self, os.path.join(d, "r.jsonl"), n=16, group_size=4)
+        self.assertTrue(all(isinstance(r["success"], bool) and r["steps"] for r in rows))
+        self.assertAlmostEqual(summary["success_rate"], sum(r["success"] for r in rows) / 16, places=4)
 
 
 if __name__ == "__main__":
