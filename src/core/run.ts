@@ -5,6 +5,7 @@ import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } fr
 import { codeSnapshotsOf, recordCodeSnapshot } from '../store/code-snapshots.js';
 import { diskUsage } from '../util/disk-usage.js';
 import { A2rlError } from '../util/errors.js';
+import { TokenBucket } from '../util/token-bucket.js';
 import type { RecordEvent } from '../store/events.js';
 import type { JobRequest } from '../jobs/job-manager.js';
 import type { GradeRow, JobKind, JobRow, JobState, RunRow, SubmissionRow } from '../store/store.js';
@@ -49,6 +50,7 @@ export class Run {
   private measuring: Promise<DiskReading> | undefined;
   /** When the budget check measures next: a slow walk is repeated less often. */
   private nextDiskCheckAt = 0;
+  private readonly calls: TokenBucket;
 
   constructor(
     private readonly services: RunServices,
@@ -59,7 +61,20 @@ export class Run {
     readonly sandbox: SandboxInstance,
     readonly instructions: string,
     readonly record: RecordEvent,
-  ) {}
+  ) {
+    this.calls = new TokenBucket(services.limits.callsPerSecond, 2 * services.limits.callsPerSecond);
+  }
+
+  /** Admits one tool call, or refuses it past the run's call rate: a looping agent cannot flood the server. */
+  admitCall(): void {
+    const waitMs = this.calls.take();
+    if (waitMs > 0) {
+      throw new A2rlError(
+        'RATE_LIMITED',
+        `Too many calls: this run may make ${this.calls.ratePerSecond} per second (bursts of ${this.calls.burst}). Nothing was done; retry in ${Math.max(0.1, waitMs / 1000).toFixed(1)} s, and slow down (e.g. wait for jobs with job_status wait_seconds instead of polling).`,
+      );
+    }
+  }
 
   get id(): string {
     return this.row.id;
