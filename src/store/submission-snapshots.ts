@@ -15,7 +15,7 @@ import {
 import { dirname, join } from 'node:path';
 import { A2rlError } from '../util/errors.js';
 import { treeHash } from '../util/hashing.js';
-import { openForRead } from '../util/safe-fs.js';
+import { openForRead, readDirBounded } from '../util/safe-fs.js';
 
 export interface SnapshotLimits {
   maxFiles: number;
@@ -42,8 +42,15 @@ interface PlannedFile {
 function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): PlannedFile[] {
   const files: PlannedFile[] = [];
   let bytes = 0;
+  const tooLarge = () =>
+    new A2rlError(
+      'TOO_LARGE',
+      `${shownPath} holds more than ${limits.maxFiles} files or ${limits.maxBytes} bytes; submit only the checkpoint (${limits.requiredFiles.join(', ')}).`,
+    );
   const walk = (dir: string, prefix: string) => {
-    for (const name of readdirSync(dir).sort()) {
+    const listed = readDirBounded(dir, limits.maxFiles + 1 - files.length);
+    if (listed.truncated) throw tooLarge();
+    for (const name of listed.names) {
       const source = join(dir, name);
       const path = prefix ? `${prefix}/${name}` : name;
       const stats = lstatSync(source);
@@ -60,12 +67,7 @@ function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): Pla
       if (!stats.isFile()) throw new A2rlError('INVALID_INPUT', `${shownPath}/${path} is not a regular file; remove it and submit again.`);
       files.push({ path, source, size: stats.size });
       bytes += stats.size;
-      if (files.length > limits.maxFiles || bytes > limits.maxBytes) {
-        throw new A2rlError(
-          'TOO_LARGE',
-          `${shownPath} holds more than ${limits.maxFiles} files or ${limits.maxBytes} bytes; submit only the checkpoint (${limits.requiredFiles.join(', ')}).`,
-        );
-      }
+      if (files.length > limits.maxFiles || bytes > limits.maxBytes) throw tooLarge();
     }
   };
   walk(sourceDir, '');
