@@ -46,8 +46,10 @@ export const agentJobKinds = ['exec', 'training', 'rollouts'] as const;
 export class Run {
   private enforcing = false;
   private diskReading: DiskReading = { used: 0, entries: 0, measuredAt: 0 };
-  /** The walk in flight, shared by every caller: never more than one per run. */
+  /** The walk in flight: never more than one per run. */
   private measuring: Promise<DiskReading> | undefined;
+  /** The walk that starts when the one in flight ends, shared by everyone who asked meanwhile. */
+  private nextMeasuring: Promise<DiskReading> | undefined;
   /** When the budget check measures next: a slow walk is repeated less often. */
   private nextDiskCheckAt = 0;
   private readonly calls: TokenBucket;
@@ -266,11 +268,21 @@ export class Run {
   /**
    * Measures the run's disk account now: its folder (workspace, job logs) walked by a child
    * process, off the event loop, plus the bytes it stored in the server's shared stores
-   * (submissions, code snapshots, trajectories). Callers during a walk share it.
+   * (submissions, code snapshots, trajectories). The figure is from a walk that started
+   * after the call (one in flight may predate a deletion): callers meanwhile share the next walk.
    */
   measureDisk(): Promise<DiskReading> {
-    this.measuring ??= this.walkDisk().finally(() => (this.measuring = undefined));
-    return this.measuring;
+    if (!this.measuring) {
+      this.measuring = this.walkDisk().finally(() => (this.measuring = undefined));
+      return this.measuring;
+    }
+    this.nextMeasuring ??= this.measuring
+      .catch(() => undefined)
+      .then(() => {
+        this.nextMeasuring = undefined;
+        return this.measureDisk();
+      });
+    return this.nextMeasuring;
   }
 
   private async walkDisk(): Promise<DiskReading> {
