@@ -193,7 +193,7 @@ export class Run {
    * again returns the earlier submission (not graded twice, not counted twice). A refused
    * submission leaves nothing behind.
    */
-  submit(path: string, note: string | undefined): { submission: SubmissionRow; duplicate: boolean } {
+  async submit(path: string, note: string | undefined): Promise<{ submission: SubmissionRow; duplicate: boolean }> {
     const run = this;
     run.assertCanStart('submission');
     const { services, task } = run;
@@ -217,7 +217,7 @@ export class Run {
         `${target.path} is a file; submit the checkpoint folder that holds ${task.submission.requiredFiles.join(' and ')}.`,
       );
     }
-    const snapshot = snapshotDirectory(target.hostPath, target.path, join(services.home, 'submissions'), task.submission);
+    const snapshot = await snapshotDirectory(target.hostPath, target.path, join(services.home, 'submissions'), task.submission);
     if (snapshot.contentHash === task.baseModelHash) {
       discardSnapshot(snapshot);
       const baseline = run.baselineGrade();

@@ -1,18 +1,7 @@
 import { randomBytes, createHash } from 'node:crypto';
-import {
-  chmodSync,
-  closeSync,
-  existsSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readSync,
-  renameSync,
-  rmSync,
-  writeSync,
-} from 'node:fs';
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readdirSync, read, renameSync, rmSync, write } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import { A2rlError } from '../util/errors.js';
 import { treeHash } from '../util/hashing.js';
 import { openForRead, readDirBounded } from '../util/safe-fs.js';
@@ -87,22 +76,27 @@ function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): Pla
   return files;
 }
 
+const readChunk = promisify(read);
+const writeChunk = promisify(write);
+
 /**
  * Copies the first `size` bytes of a file without following links, hashing exactly what
- * it copies: a file that grows meanwhile cannot push the snapshot past its limits.
+ * it copies: a file that grows meanwhile cannot push the snapshot past its limits. Reads
+ * and writes go through the thread pool, a MiB at a time, so a large checkpoint never holds
+ * the server's event loop for more than one chunk's hashing.
  */
-function copyHashed(source: string, sourceDir: string, shown: string, target: string, size: number): string {
+async function copyHashed(source: string, sourceDir: string, shown: string, target: string, size: number): Promise<string> {
   const hash = createHash('sha256');
   const input = openForRead(source, sourceDir, shown);
   const output = openSync(target, 'wx', 0o444);
   try {
     const buffer = Buffer.allocUnsafe(1 << 20);
     for (let left = size; left > 0;) {
-      const n = readSync(input, buffer, 0, Math.min(buffer.length, left), null);
-      if (n === 0) break;
-      hash.update(buffer.subarray(0, n));
-      writeSync(output, buffer, 0, n);
-      left -= n;
+      const { bytesRead } = await readChunk(input, buffer, 0, Math.min(buffer.length, left), null);
+      if (bytesRead === 0) break;
+      hash.update(buffer.subarray(0, bytesRead));
+      for (let written = 0; written < bytesRead;) written += (await writeChunk(output, buffer, written, bytesRead - written)).bytesWritten;
+      left -= bytesRead;
     }
   } finally {
     closeSync(input);
@@ -115,16 +109,17 @@ function copyHashed(source: string, sourceDir: string, shown: string, target: st
  * Snapshots a checkpoint folder into `storeDir/<contentHash>`, out of the agent's reach.
  * What is graded is this copy, whatever happens to the folder afterwards.
  */
-export function snapshotDirectory(sourceDir: string, shownPath: string, storeDir: string, limits: SnapshotLimits): Snapshot {
+export async function snapshotDirectory(sourceDir: string, shownPath: string, storeDir: string, limits: SnapshotLimits): Promise<Snapshot> {
   const files = plan(sourceDir, shownPath, limits);
   const staging = join(storeDir, `.staging-${randomBytes(8).toString('hex')}`);
   mkdirSync(staging, { recursive: true });
   try {
-    const hashed = files.map((file) => {
+    const hashed: Array<{ path: string; sha256: string }> = [];
+    for (const file of files) {
       const target = join(staging, file.path);
       mkdirSync(dirname(target), { recursive: true });
-      return { path: file.path, sha256: copyHashed(file.source, sourceDir, `${shownPath}/${file.path}`, target, file.size) };
-    });
+      hashed.push({ path: file.path, sha256: await copyHashed(file.source, sourceDir, `${shownPath}/${file.path}`, target, file.size) });
+    }
     const contentHash = treeHash(hashed);
     const dir = join(storeDir, contentHash);
     const created = !existsSync(dir);
