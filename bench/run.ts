@@ -7,7 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
@@ -31,9 +31,17 @@ import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
 const benchOwner = `${process.pid}-${processStartTime(process.pid)}`;
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** digits;
+/** The bench measures the server's overhead, not its per-run call rate limit: its servers lift it. */
+const unlimitedCalls = ['--calls-per-second', '1000000'];
 
 async function budgetStatusRoundTrip(home: string, calls: number) {
-  const { client } = await connectStdio({ task: 'micro-gsm8k', home, stderr: 'ignore', clientName: 'a2rl-bench' });
+  const { client } = await connectStdio({
+    task: 'micro-gsm8k',
+    home,
+    stderr: 'ignore',
+    clientName: 'a2rl-bench',
+    serverArgs: unlimitedCalls,
+  });
   try {
     for (let i = 0; i < 20; i++) await client.callTool({ name: 'budget_status', arguments: {} });
     const times: number[] = [];
@@ -94,15 +102,13 @@ async function sandboxCreation(backend: SandboxBackend, runs: number) {
 async function execTrue(sandbox: SandboxInstance, runs: number) {
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
-    const fd = openSync('/dev/null', 'w');
     const start = performance.now();
     const job = sandbox.exec({
       command: ['true'],
       limits: { cpus: 1, memoryBytes: 256 * 2 ** 20, pids: 16, gpus: [] },
-      output: fd,
+      output: { write: () => undefined },
       tag: `bench-${i}`,
     });
-    closeSync(fd);
     const status = await job.exited;
     times.push(performance.now() - start);
     if (status.exitCode !== 0) throw new Error(`true exited with ${status.exitCode}`);
@@ -174,7 +180,7 @@ async function programSandboxOverhead(home: string, programs: number) {
 
 /** `a2rl serve --http` on a free port of loopback, with its own home. */
 async function startHttpServer(home: string, adminToken: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0'], {
+  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...unlimitedCalls], {
     env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -257,12 +263,7 @@ async function httpServing(home: string, idleSessions: number) {
     for (let i = 0; i < 32; i++) tokens.push(await createHttpRun(server.url, adminToken));
     const sessions = await Promise.all(tokens.map((token) => connectHttp(server.url, token)));
     const clients = sessions.map((session) => session.client);
-    // The baseline grading every run starts would share the CPUs with the measurement: let it finish first.
-    for (;;) {
-      const score = await clients[0]!.callTool({ name: 'get_score', arguments: {} });
-      if ((score.structuredContent as { baseline?: { state?: string } }).baseline?.state === 'graded') break;
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    }
+    await waitForBaseline(clients[0]!);
     // Idle sessions first: after the load below, V8 heap it freed would absorb them unseen.
     const rssBefore = residentBytes(server.child.pid!);
     const idle = await Promise.all(Array.from({ length: idleSessions }, (_, i) => connectHttp(server.url, tokens[i % tokens.length]!)));
@@ -284,6 +285,84 @@ async function httpServing(home: string, idleSessions: number) {
         server_rss_after_mib: round(rssAfter / 2 ** 20, 1),
         kib_per_session: round((rssAfter - rssBefore) / 1024 / idleSessions, 1),
       },
+    };
+  } finally {
+    const exited = new Promise((resolve) => server.child.once('exit', resolve));
+    server.child.kill('SIGTERM');
+    await exited;
+  }
+}
+
+/** Until the baseline grading every run starts has finished, so it does not share the CPUs with a measurement. */
+async function waitForBaseline(client: Client): Promise<void> {
+  for (;;) {
+    const score = await client.callTool({ name: 'get_score', arguments: {} });
+    if ((score.structuredContent as { baseline?: { state?: string } }).baseline?.state === 'graded') return;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+/** `calls` budget_status calls in a row on each client, all clients at once: each client's sorted latencies. */
+async function budgetStatusLatencies(clients: Client[], calls: number): Promise<number[][]> {
+  return Promise.all(
+    clients.map(async (client) => {
+      const times: number[] = [];
+      for (let i = 0; i < calls; i++) {
+        const start = performance.now();
+        await client.callTool({ name: 'budget_status', arguments: {} });
+        times.push(performance.now() - start);
+      }
+      return times.sort((a, b) => a - b);
+    }),
+  );
+}
+
+/**
+ * One run's workspace given `files` files by one exec, as an agent would: that run's
+ * budget_status p50 against its own with an empty workspace, and another run's p99 over
+ * the same HTTP server with and without the big workspace (both runs calling at once).
+ */
+async function manyFilesWorkspace(home: string, files: number, calls: number) {
+  const adminToken = randomBytes(16).toString('hex');
+  const server = await startHttpServer(join(home, 'many-files'), adminToken);
+  try {
+    const sessions = [await connectHttp(server.url, await createHttpRun(server.url, adminToken))];
+    sessions.push(await connectHttp(server.url, await createHttpRun(server.url, adminToken)));
+    const [big, other] = sessions.map((s) => s.client) as [Client, Client];
+    await waitForBaseline(big);
+    await waitForBaseline(other);
+    const [bigEmpty, otherWithout] = await budgetStatusLatencies([big, other], calls);
+    const usedNow = async () =>
+      ((await big.callTool({ name: 'budget_status', arguments: {} })).structuredContent as { disk_bytes: { used: number } }).disk_bytes
+        .used;
+    const emptyUsed = await usedNow();
+    const made = await big.callTool({
+      name: 'exec',
+      arguments: {
+        command: `python3 -c "import os; os.makedirs('output/many'); [open(f'output/many/{i}', 'w').write('x') for i in range(${files})]"`,
+      },
+    });
+    if ((made.structuredContent as { exit_code?: number }).exit_code !== 0)
+      throw new Error(`making the files failed: ${JSON.stringify(made)}`);
+    // The disk account has walked the new tree (a block per file) before the measurement.
+    for (let tries = 0; (await usedNow()) < emptyUsed + files * 2048; tries++) {
+      if (tries > 300) throw new Error('the disk account never counted the new files');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    const [bigFull, otherWith] = await budgetStatusLatencies([big, other], calls);
+    await closeSessions(sessions);
+    const p50 = (sorted: number[]) => percentile(sorted, 50);
+    const p99 = (sorted: number[]) => percentile(sorted, 99);
+    return {
+      files,
+      calls_per_run: calls,
+      big_run_p50_ms: { empty: round(p50(bigEmpty!)), full: round(p50(bigFull!)), ratio: round(p50(bigFull!) / p50(bigEmpty!)) },
+      other_run_p99_ms: {
+        without: round(p99(otherWithout!)),
+        with: round(p99(otherWith!)),
+        ratio: round(p99(otherWith!) / p99(otherWithout!)),
+      },
+      targets: { big_run_p50_ratio: 2, other_run_p99_ratio: 1.5 },
     };
   } finally {
     const exited = new Promise((resolve) => server.child.once('exit', resolve));
@@ -414,6 +493,7 @@ const sections: Record<string, () => Promise<unknown>> = {
     Object.fromEntries(await sequential(listTaskIds(), async (id) => [id, await gradingThroughput(home, id)] as const)),
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),
   mcp_over_http: () => httpServing(home, 128),
+  many_files_workspace: () => manyFilesWorkspace(home, 150_000, 500),
   reports_over_many_runs: async () => reportsOverManyRuns(home, 200, 1000),
   interactive_env_and_rollouts: async () =>
     Object.fromEntries(

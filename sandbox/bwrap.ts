@@ -79,23 +79,22 @@ class BubblewrapInstance implements SandboxInstance {
       throw error;
     }
     // The shell joins the job's cgroups before it becomes bwrap, so nothing escapes accounting.
+    // A log takes stderr on the same pipe as stdout, so the two stay in the order they came.
+    const toLog = !('captureBytes' in options.output);
+    const joinThenRun = 'for f in $A2RL_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; exec "$@"';
     let child: ReturnType<typeof spawn>;
     try {
-      child = spawn(
-        '/bin/sh',
-        ['-c', 'for f in $A2RL_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; exec "$@"', 'sh', this.bwrapPath, ...this.args(options)],
-        {
-          stdio: typeof options.output === 'number' ? ['ignore', options.output, options.output] : ['ignore', 'pipe', 'ignore'],
-          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', A2RL_CGROUP_PROCS: cgroup?.procsFiles.join(' ') ?? '' },
-          detached: true,
-        },
-      );
+      child = spawn('/bin/sh', ['-c', toLog ? `exec 2>&1; ${joinThenRun}` : joinThenRun, 'sh', this.bwrapPath, ...this.args(options)], {
+        stdio: ['ignore', 'pipe', 'ignore'],
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', A2RL_CGROUP_PROCS: cgroup?.procsFiles.join(' ') ?? '' },
+        detached: true,
+      });
     } catch (error) {
       // Arguments no process can take (a NUL byte): nothing started, so the cgroup goes too.
       cgroup?.remove();
       throw error;
     }
-    const job = new BubblewrapProcess(child, cgroup, typeof options.output === 'number' ? 0 : options.output.captureBytes);
+    const job = new BubblewrapProcess(child, cgroup, options.output);
     this.running.add(job);
     void job.exited.then(() => this.running.delete(job));
     return job;
@@ -167,12 +166,15 @@ class BubblewrapProcess implements SandboxProcess {
   constructor(
     private readonly child: ReturnType<typeof spawn>,
     private readonly cgroup: JobCgroup | undefined,
-    captureBytes: number,
+    output: ExecOptions['output'],
   ) {
     // Keep draining past the limit, so a chatty process never blocks on a full pipe.
     child.stdout?.on('data', (chunk: Buffer) => {
-      if (this.capturedBytes < captureBytes) this.capturedChunks.push(chunk.subarray(0, captureBytes - this.capturedBytes));
-      this.capturedBytes += chunk.length;
+      if (!('captureBytes' in output)) output.write(chunk);
+      else if (this.capturedBytes < output.captureBytes) {
+        this.capturedChunks.push(chunk.subarray(0, output.captureBytes - this.capturedBytes));
+        this.capturedBytes += chunk.length;
+      }
     });
     this.exited = new Promise((resolve) => {
       const finish = async (exitCode: number | null, signal: string | null) => {

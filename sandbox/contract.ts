@@ -38,17 +38,25 @@ export interface ResourceLimits {
   gpus: number[];
 }
 
+/**
+ * Where a job's output goes (a job log). Its `write` is called with stdout and stderr as
+ * they come, in order, and must not block: the job's pipe is drained whatever it writes.
+ */
+export interface OutputSink {
+  write(chunk: Buffer): void;
+}
+
 export interface ExecOptions {
   /** argv; run as is, no shell unless the caller asks for one. */
   command: string[];
   limits: ResourceLimits;
   env?: Record<string, string>;
   /**
-   * Where stdout and stderr go: a file descriptor (both streams, e.g. a job log), or
-   * `{ captureBytes }` to keep the first bytes of stdout in memory and drop the rest (stderr
-   * is dropped): for short runs of untrusted code whose output is data.
+   * Where stdout and stderr go: a sink (both streams, e.g. a job log), or `{ captureBytes }`
+   * to keep the first bytes of stdout in memory and drop the rest (stderr is dropped): for
+   * short runs of untrusted code whose output is data.
    */
-  output: number | { captureBytes: number };
+  output: OutputSink | { captureBytes: number };
   /** Unique job tag, for cgroup and container names. */
   tag: string;
 }

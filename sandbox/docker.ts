@@ -1,5 +1,5 @@
 import Docker from 'dockerode';
-import { chownSync, closeSync, lstatSync, openSync, readdirSync, writeSync } from 'node:fs';
+import { chownSync, lstatSync, readdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -234,18 +234,12 @@ function chownTree(path: string): void {
   if (stat.isDirectory()) for (const entry of readdirSync(path)) chownTree(join(path, entry));
 }
 
-/** Where a job's output goes: appended to its log, or the first bytes of stdout kept in memory. */
-class OutputSink {
-  private readonly fd: number | undefined;
-  private readonly limit: number;
+/** Where a job's demultiplexed output goes: the caller's sink (its log), or the first bytes of stdout kept in memory. */
+class OutputRouter {
   private readonly chunks: Buffer[] = [];
   private kept = 0;
 
-  constructor(output: ExecOptions['output']) {
-    // The caller closes its descriptor as soon as exec returns; reopening it through /proc keeps the same file.
-    this.fd = typeof output === 'number' ? openSync(`/proc/self/fd/${output}`, 'a') : undefined;
-    this.limit = typeof output === 'number' ? 0 : output.captureBytes;
-  }
+  constructor(private readonly output: ExecOptions['output']) {}
 
   stream(kind: 'stdout' | 'stderr'): Writable {
     return new Writable({
@@ -256,21 +250,17 @@ class OutputSink {
     });
   }
 
-  /** Writes synchronously, so stdout and stderr land in the log in the order they came. */
+  /** Passes each chunk on at once, so stdout and stderr land in the log in the order they came. */
   write(kind: 'stdout' | 'stderr', chunk: Buffer): void {
-    if (this.fd !== undefined) writeSync(this.fd, chunk);
-    else if (kind === 'stdout' && this.kept < this.limit) {
-      this.chunks.push(chunk.subarray(0, this.limit - this.kept));
+    if (!('captureBytes' in this.output)) this.output.write(chunk);
+    else if (kind === 'stdout' && this.kept < this.output.captureBytes) {
+      this.chunks.push(chunk.subarray(0, this.output.captureBytes - this.kept));
       this.kept += chunk.length;
     }
   }
 
   captured(): string {
     return Buffer.concat(this.chunks).toString('utf8');
-  }
-
-  close(): void {
-    if (this.fd !== undefined) closeSync(this.fd);
   }
 }
 
@@ -282,7 +272,7 @@ class DockerProcess implements SandboxProcess {
   private cgroup: JobCgroup | undefined;
   private finalUsage: ResourceUsage | undefined;
   private readonly startedAt = Date.now();
-  private readonly sink: OutputSink;
+  private readonly sink: OutputRouter;
   private stopping = false;
   /** Resolves once the job's processes exist (or it failed to start): stop() waits for it. */
   private readonly started: Promise<void>;
@@ -293,7 +283,7 @@ class DockerProcess implements SandboxProcess {
     private readonly limits: ResourceLimits,
     run: (process: DockerProcess) => Promise<ExitStatus>,
   ) {
-    this.sink = new OutputSink(output);
+    this.sink = new OutputRouter(output);
     this.started = new Promise((resolve) => (this.markStarted = resolve));
     this.exited = run(this)
       .catch((error: unknown) => {
@@ -305,7 +295,6 @@ class DockerProcess implements SandboxProcess {
         this.finalUsage = this.usage();
         // Whatever the job left behind dies with it; the cgroup goes once it is empty.
         await this.cgroup?.killAndRemove();
-        this.sink.close();
         this.markStarted();
         return { ...status, oomKilled };
       });

@@ -1,4 +1,5 @@
-import { closeSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { CappedLog, defaultLogCap } from '../src/jobs/capped-log.js';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerBackend, type DockerInstance, labels } from '../sandbox/docker.js';
@@ -57,17 +58,15 @@ describe.skipIf(unavailable)(`docker backend${unavailable ? ` (skipped: ${unavai
   });
 
   it('streams stdout and stderr into the job log while the job runs', async () => {
-    const log = join(tempDir('log'), 'job.log');
-    const fd = openSync(log, 'w');
+    const log = new CappedLog(join(tempDir('log'), 'job.log'), defaultLogCap);
     const job = sandbox.exec({
       command: ['/bin/sh', '-c', 'echo out; echo err >&2; sleep 30'],
       limits: defaultLimits,
-      output: fd,
+      output: log,
       tag: 'stream',
     });
-    closeSync(fd);
-    for (let i = 0; i < 50 && !readFileSync(log, 'utf8').includes('err'); i++) await new Promise((r) => setTimeout(r, 100));
-    expect(readFileSync(log, 'utf8').split('\n').sort()).toEqual(['', 'err', 'out']);
+    for (let i = 0; i < 50 && !readFileSync(log.path, 'utf8').includes('err'); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(readFileSync(log.path, 'utf8').split('\n').sort()).toEqual(['', 'err', 'out']);
     const status = await job.stop(1000);
     expect(status.exitCode).not.toBe(0);
   });

@@ -25,13 +25,13 @@ describe('store', () => {
   it('migrates once, in WAL mode, and keeps what was written across reopening', () => {
     const path = join(tempDir('store'), 'store.sqlite');
     const first = new Store(path);
-    expect(first.schemaVersion).toBe(3);
+    expect(first.schemaVersion).toBe(4);
     expect(first.db.pragma('journal_mode', { simple: true })).toBe('wal');
     newRun(first, 'r1');
     first.insertEvent({ run_id: 'r1', at: 1, t_rel_ms: 0, kind: 'tool', name: 'exec', data: '{}' });
     first.close();
     const second = new Store(path);
-    expect(second.schemaVersion).toBe(3);
+    expect(second.schemaVersion).toBe(4);
     expect(second.listEvents('r1')).toHaveLength(1);
     second.close();
   });
@@ -110,11 +110,11 @@ describe('submission snapshots', () => {
     return dir;
   }
 
-  it('hashes content, not location or time, and locks the copy', () => {
+  it('hashes content, not location or time, and locks the copy', async () => {
     const storeDir = tempDir('subs');
-    const a = snapshotDirectory(checkpoint({ 'config.json': '{}', 'model.pt': 'w' }), 'output/a', storeDir, limits);
-    const b = snapshotDirectory(checkpoint({ 'config.json': '{}', 'model.pt': 'w' }), 'output/b', storeDir, limits);
-    const c = snapshotDirectory(checkpoint({ 'config.json': '{}', 'model.pt': 'v' }), 'output/c', storeDir, limits);
+    const a = await snapshotDirectory(checkpoint({ 'config.json': '{}', 'model.pt': 'w' }), 'output/a', storeDir, limits);
+    const b = await snapshotDirectory(checkpoint({ 'config.json': '{}', 'model.pt': 'w' }), 'output/b', storeDir, limits);
+    const c = await snapshotDirectory(checkpoint({ 'config.json': '{}', 'model.pt': 'v' }), 'output/c', storeDir, limits);
     expect(a.contentHash).toBe(b.contentHash);
     expect(c.contentHash).not.toBe(a.contentHash);
     expect(readdirSync(storeDir).sort()).toEqual([a.contentHash, c.contentHash].sort());
@@ -125,20 +125,20 @@ describe('submission snapshots', () => {
     ['an empty folder', {}, /is empty/],
     ['a folder without the weights', { 'config.json': '{}' }, /lacks model\.pt/],
     ['too many bytes', { 'config.json': '{}', 'model.pt': 'x'.repeat(2000) }, /more than 4 files or 1000 bytes/],
-  ])('refuses %s and stores nothing', (_, files, message) => {
+  ])('refuses %s and stores nothing', async (_, files, message) => {
     const storeDir = tempDir('subs');
-    expect(() => snapshotDirectory(checkpoint(files), 'output/x', storeDir, limits)).toThrow(message);
+    await expect(snapshotDirectory(checkpoint(files), 'output/x', storeDir, limits)).rejects.toThrow(message);
     expect(readdirSync(storeDir)).toEqual([]);
   });
 
-  it('refuses symlinks, even to real files', () => {
+  it('refuses symlinks, even to real files', async () => {
     const storeDir = tempDir('subs');
     const dir = checkpoint({ 'config.json': '{}' });
     const target = join(tempDir('outside'), 'model.pt');
     writeFileSync(target, 'w');
     symlinkSync(target, join(dir, 'model.pt'));
     mkdirSync(join(dir, 'sub'));
-    expect(() => snapshotDirectory(dir, 'output/x', storeDir, limits)).toThrow(/symlink.*cp -L/s);
+    await expect(snapshotDirectory(dir, 'output/x', storeDir, limits)).rejects.toThrow(/symlink.*cp -L/s);
     expect(readdirSync(storeDir)).toEqual([]);
   });
 });

@@ -9,8 +9,8 @@ export const budgetStatusTool = defineTool({
   title: 'Budget',
   description:
     'Shows what this run has used and has left: wall-clock seconds, compute (CPU seconds of your jobs), submissions and ' +
-    'rollout episodes, which budgets are exhausted, whether the run is still active, and how many bytes the workspace takes on disk ' +
-    'against its quota. Cheap; call it whenever you plan.',
+    'rollout episodes, which budgets are exhausted, whether the run is still active, and how many bytes the run takes on disk ' +
+    '(workspace, job logs, snapshots) against its quota. Cheap; call it whenever you plan.',
   inputSchema: z.object({}).strict(),
   outputSchema: z.object({
     run_id: z.string(),
@@ -22,13 +22,18 @@ export const budgetStatusTool = defineTool({
     submissions: lineSchema,
     rollout_episodes: lineSchema,
     exhausted: z.array(z.string()),
-    disk_bytes: lineSchema,
+    disk_bytes: lineSchema.extend({
+      measured_seconds_ago: z.number().nullable().describe('Age of the disk figure: it is measured in the background, about every second'),
+    }),
   }),
   annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run) => {
     const row = run.current();
     const budget = run.budget();
-    run.measureDisk();
+    // The walk runs off the event loop: the answer carries the last figure and its age, and starts a fresh walk when that is stale.
+    const stale = run.disk().measured_seconds_ago;
+    if (stale === null) await run.measureDisk();
+    else if (stale >= 1) void run.measureDisk().catch((error) => run.logger.warn({ err: error, run: run.id }, 'disk measurement failed'));
     const disk = run.disk();
     const structured = {
       run_id: run.id,
@@ -44,7 +49,7 @@ export const budgetStatusTool = defineTool({
       `compute: ${formatDuration(budget.compute_seconds.used)} of ${formatDuration(budget.compute_seconds.limit)} CPU time`,
       `submissions: ${budget.submissions.used} of ${budget.submissions.limit}`,
       `rollout episodes: ${budget.rollout_episodes.used} of ${budget.rollout_episodes.limit}`,
-      `workspace disk: ${Math.ceil(disk.used / 2 ** 20)} MiB of ${Math.floor(disk.limit / 2 ** 20)} MiB`,
+      `disk: ${Math.ceil(disk.used / 2 ** 20)} MiB of ${Math.floor(disk.limit / 2 ** 20)} MiB`,
     ].join('\n');
     return { structured, text };
   },

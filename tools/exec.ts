@@ -40,7 +40,7 @@ export const execTool = defineTool({
   }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run, args, extra) => {
-    const started = run.startJob('exec', {
+    const started = await run.startJob('exec', {
       command: args.command,
       argv: ['/bin/sh', '-c', args.command],
       limits: run.jobLimits(),

@@ -32,7 +32,7 @@ export const launchRolloutsTool = defineTool({
   outputSchema: jobViewSchema.extend({ out: z.string().describe('Where the episodes will be written') }),
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
   handler: async (run, args) => {
-    const { job, out } = launchRollouts(run, {
+    const { job, out } = await launchRollouts(run, {
       checkpoint: args.checkpoint,
       episodes: args.episodes,
       groupSize: args.group_size,

@@ -37,7 +37,7 @@ export const runTrainingTool = defineTool({
           : `This server has ${pool} GPU(s) for training; ask for at most ${pool}.`,
       );
     }
-    const job = run.startJob('training', {
+    const job = await run.startJob('training', {
       command: args.command,
       argv: ['/bin/sh', '-c', args.command],
       limits: run.jobLimits({ cpus: args.cpus, memoryMb: args.memory_mb }),

@@ -27,7 +27,7 @@ export const submitArtifactTool = defineTool({
   }),
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   handler: async (run, args) => {
-    const { submission, duplicate } = run.submit(args.path, args.note);
+    const { submission, duplicate } = await run.submit(args.path, args.note);
     const view = viewSubmission(run, submission);
     const left = run.budget().submissions.left;
     const structured = {

@@ -19,7 +19,7 @@ export const writeFileTool = defineTool({
   outputSchema: z.object({ path: z.string(), bytes_written: z.number(), size: z.number() }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run, args) => {
-    run.assertDiskRoom(Buffer.byteLength(args.content, 'utf8'));
+    await run.assertDiskRoom(Buffer.byteLength(args.content, 'utf8'));
     const written = run.workspace.writeText(args.path, args.content, args.append);
     return {
       structured: { path: written.path, bytes_written: written.bytes, size: written.size },

@@ -2,7 +2,8 @@ import { type Command } from 'commander';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import type { SandboxName } from '../../sandbox/registry.js';
-import { Engine } from '../core/engine.js';
+import { defaultCallsPerSecond, Engine } from '../core/engine.js';
+import { defaultLogCap } from '../jobs/capped-log.js';
 import { serveHttp } from '../mcp/transports/http/serve.js';
 import { serveStdio } from '../mcp/transports/stdio.js';
 import { A2rlError } from '../util/errors.js';
@@ -20,6 +21,7 @@ import {
   portOption,
   sandboxOption,
   taskOption,
+  wholeNumberOption,
 } from './options.js';
 
 interface ServeOptions extends JudgeOptions {
@@ -37,6 +39,8 @@ interface ServeOptions extends JudgeOptions {
   maxJobs?: number;
   sessionIdle: number;
   diskQuota?: number;
+  maxLog: number;
+  callsPerSecond: number;
 }
 
 /** `a2rl serve`: one run over stdio, a run a2rl run made, or every run of the store over HTTP. */
@@ -79,8 +83,20 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
       )
       .option(
         '--disk-quota <MiB>',
-        "most disk each run's workspace may use; over it, training and rollout jobs stop and writes are refused (default 4096)",
+        'most disk each run may use (workspace, job logs, snapshots); over it, training and rollout jobs stop and writes are refused (default 4096)',
         diskQuotaOption,
+      )
+      .option(
+        '--max-log <MiB>',
+        "most of a job's output its log keeps: the first and the last half of it, with a line saying how much was dropped between",
+        wholeNumberOption,
+        (defaultLogCap.headBytes + defaultLogCap.tailBytes) / 2 ** 20,
+      )
+      .option(
+        '--calls-per-second <n>',
+        'most tool calls each run may make per second, sustained (bursts of twice that); more get RATE_LIMITED',
+        wholeNumberOption,
+        defaultCallsPerSecond,
       )
       .addOption(sandboxOption())
       .option('--gpus <list>', 'host GPU indices jobs may be given, e.g. 0,1 (with two or more, the last is kept for grading)', gpusOption),
@@ -94,6 +110,8 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
       judge,
       maxJobs: mode === 'http' ? (options.maxJobs ?? cpus().length) : undefined,
       diskQuotaBytes: options.diskQuota,
+      logCap: { headBytes: (options.maxLog * 2 ** 20) / 2, tailBytes: (options.maxLog * 2 ** 20) / 2 },
+      callsPerSecond: options.callsPerSecond,
       sandbox: options.sandbox,
       gpus: options.gpus,
     });

@@ -10,6 +10,7 @@ import { A2rlError } from '../util/errors.js';
 import { GpuAllocator } from '../jobs/gpu-allocator.js';
 import { Grader } from '../grading/grader.js';
 import { JobManager } from '../jobs/job-manager.js';
+import type { LogCap } from '../jobs/capped-log.js';
 import { createJudge, type JudgeConfig } from '../grading/judge/registry.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { packageRoot } from '../util/paths.js';
@@ -30,8 +31,12 @@ export interface EngineOptions {
   judge?: JudgeConfig;
   /** Most training and rollout jobs of all runs running at once in this process (default: no limit beyond each run's). */
   maxJobs?: number;
-  /** Most bytes each run's workspace may take on disk (default: {@link defaultDiskQuotaBytes}). */
+  /** Most bytes each run may take on disk: workspace, job logs, snapshots (default: {@link defaultDiskQuotaBytes}). */
   diskQuotaBytes?: number;
+  /** Tool calls each run may make per second, sustained (default: {@link defaultCallsPerSecond}). */
+  callsPerSecond?: number;
+  /** What each job's log keeps of its output (default: the first and last 16 MiB). */
+  logCap?: LogCap;
   /**
    * Clean up after servers that are gone (default: yes). A short-lived command that only
    * writes to the store (`a2rl runs create`) skips it, so it never waits on others' grading.
@@ -52,8 +57,11 @@ export interface CreateRunOptions {
   label?: string;
 }
 
-/** Per-run workspace disk quota when the server is given none. */
+/** Per-run disk quota when the server is given none. */
 export const defaultDiskQuotaBytes = 4 * 2 ** 30;
+
+/** Per-run call rate when the server is given none: far above what a real agent makes, far below a loop's. */
+export const defaultCallsPerSecond = 20;
 
 /** Folders of a workspace the agent writes to. */
 const writableDirs = ['code', 'output', 'rollouts'];
@@ -95,12 +103,13 @@ export class Engine {
     const shortcoming = backend.hostCheck();
     if (shortcoming) logger.warn(shortcoming);
     const store = new Store(join(options.home, 'store.sqlite'));
-    const jobs = new JobManager(store, logger, owner, new GpuAllocator(options.gpus ?? []));
+    const jobs = new JobManager(store, logger, owner, new GpuAllocator(options.gpus ?? []), options.logCap);
     const judge = createJudge(options.judge ?? { kind: 'rubric' }, { store, backend, home: options.home });
     const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
     const engine = new Engine(options.home, store, logger, backend, jobs, grader, owner, {
       maxJobs: options.maxJobs ?? Number.POSITIVE_INFINITY,
       diskQuotaBytes: options.diskQuotaBytes ?? defaultDiskQuotaBytes,
+      callsPerSecond: options.callsPerSecond ?? defaultCallsPerSecond,
     });
     if (options.recover ?? true) await engine.recover();
     return engine;

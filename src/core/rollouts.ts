@@ -40,7 +40,7 @@ export function trajectoriesDir(home: string): string {
  * the judge once it is done), written as JSONL under rollouts/. Episodes are reserved when the job starts and charged
  * as produced when it ends.
  */
-export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow; out: string } {
+export async function launchRollouts(run: Run, request: RolloutRequest): Promise<{ job: JobRow; out: string }> {
   if (request.episodes % request.groupSize !== 0) {
     throw new A2rlError(
       'INVALID_INPUT',
@@ -76,7 +76,7 @@ export function launchRollouts(run: Run, request: RolloutRequest): { job: JobRow
     `${run.task.env.package}.rollouts`,
     ...Object.entries(options).flatMap(([k, v]) => [`--${k}`, String(v)]),
   ];
-  const job = run.startJob('rollouts', {
+  const job = await run.startJob('rollouts', {
     command: argv.slice(1).join(' '),
     argv,
     limits: run.jobLimits(),

@@ -5,6 +5,7 @@ import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } fr
 import { codeSnapshotsOf, recordCodeSnapshot } from '../store/code-snapshots.js';
 import { diskUsage } from '../util/disk-usage.js';
 import { A2rlError } from '../util/errors.js';
+import { TokenBucket } from '../util/token-bucket.js';
 import type { RecordEvent } from '../store/events.js';
 import type { JobRequest } from '../jobs/job-manager.js';
 import type { GradeRow, JobKind, JobRow, JobState, RunRow, SubmissionRow } from '../store/store.js';
@@ -19,8 +20,18 @@ import type { Workspace } from './workspace.js';
 /** Most long jobs one run may have running at once. */
 export const maxConcurrentJobs = 3;
 
-/** Most files and folders a workspace may hold: bounds the walk that measures it. */
+/** Most files and folders a run may hold on the host (its inodes); past it, new work is refused as over the quota. */
 export const maxWorkspaceEntries = 200_000;
+
+/** The last measurement of a run's disk account. */
+export interface DiskReading {
+  /** Bytes: the run's folder (workspace, job logs) as walked, plus what it stored in the server's shared stores. */
+  used: number;
+  /** Files and folders in the run's folder. */
+  entries: number;
+  /** When it was measured (ms since the epoch); 0 before the first measurement. */
+  measuredAt: number;
+}
 
 /** The agent's jobs that run for long and count against the per-run and server-wide job limits; exec is short and exempt. */
 export const longJobKinds = ['training', 'rollouts'] as const;
@@ -34,12 +45,14 @@ export const agentJobKinds = ['exec', 'training', 'rollouts'] as const;
  */
 export class Run {
   private enforcing = false;
-  /** The workspace's bytes on disk at the last measurement. */
-  private diskUsed = 0;
-  /** Whether the last measurement stopped at {@link maxWorkspaceEntries}. */
-  private tooManyFiles = false;
-  /** When the budget check measures the workspace next: a slow walk is repeated less often. */
+  private diskReading: DiskReading = { used: 0, entries: 0, measuredAt: 0 };
+  /** The walk in flight: never more than one per run. */
+  private measuring: Promise<DiskReading> | undefined;
+  /** The walk that starts when the one in flight ends, shared by everyone who asked meanwhile. */
+  private nextMeasuring: Promise<DiskReading> | undefined;
+  /** When the budget check measures next: a slow walk is repeated less often. */
   private nextDiskCheckAt = 0;
+  private readonly calls: TokenBucket;
 
   constructor(
     private readonly services: RunServices,
@@ -50,7 +63,20 @@ export class Run {
     readonly sandbox: SandboxInstance,
     readonly instructions: string,
     readonly record: RecordEvent,
-  ) {}
+  ) {
+    this.calls = new TokenBucket(services.limits.callsPerSecond, 2 * services.limits.callsPerSecond);
+  }
+
+  /** Admits one tool call, or refuses it past the run's call rate: a looping agent cannot flood the server. */
+  admitCall(): void {
+    const waitMs = this.calls.take();
+    if (waitMs > 0) {
+      throw new A2rlError(
+        'RATE_LIMITED',
+        `Too many calls: this run may make ${this.calls.ratePerSecond} per second (bursts of ${this.calls.burst}). Nothing was done; retry in ${Math.max(0.1, waitMs / 1000).toFixed(1)} s, and slow down (e.g. wait for jobs with job_status wait_seconds instead of polling).`,
+      );
+    }
+  }
 
   get id(): string {
     return this.row.id;
@@ -139,10 +165,12 @@ export class Run {
   }
 
   /** Starts one of the agent's jobs in the run's sandbox, charged to its budget. */
-  startJob(
+  async startJob(
     kind: 'exec' | 'training' | 'rollouts',
     job: Pick<JobRequest, 'command' | 'argv' | 'limits' | 'gpuCount' | 'timeoutMs' | 'episodesRequested' | 'collect'>,
-  ): JobRow {
+  ): Promise<JobRow> {
+    // exec stays allowed over the quota (it is how the agent deletes files): only long jobs need a fresh figure.
+    if (kind !== 'exec') await this.measureDisk();
     this.assertCanStart(kind, job.episodesRequested);
     return this.services.jobs.start({
       ...job,
@@ -165,7 +193,7 @@ export class Run {
    * again returns the earlier submission (not graded twice, not counted twice). A refused
    * submission leaves nothing behind.
    */
-  submit(path: string, note: string | undefined): { submission: SubmissionRow; duplicate: boolean } {
+  async submit(path: string, note: string | undefined): Promise<{ submission: SubmissionRow; duplicate: boolean }> {
     const run = this;
     run.assertCanStart('submission');
     const { services, task } = run;
@@ -189,7 +217,7 @@ export class Run {
         `${target.path} is a file; submit the checkpoint folder that holds ${task.submission.requiredFiles.join(' and ')}.`,
       );
     }
-    const snapshot = snapshotDirectory(target.hostPath, target.path, join(services.home, 'submissions'), task.submission);
+    const snapshot = await snapshotDirectory(target.hostPath, target.path, join(services.home, 'submissions'), task.submission);
     if (snapshot.contentHash === task.baseModelHash) {
       discardSnapshot(snapshot);
       const baseline = run.baselineGrade();
@@ -237,42 +265,68 @@ export class Run {
     };
   }
 
-  /** Measures the workspace's bytes on disk now (a walk of its writable tree). */
-  measureDisk(): number {
+  /**
+   * Measures the run's disk account now: its folder (workspace, job logs) walked by a child
+   * process, off the event loop, plus the bytes it stored in the server's shared stores
+   * (submissions, code snapshots, trajectories). The figure is from a walk that started
+   * after the call (one in flight may predate a deletion): callers meanwhile share the next walk.
+   */
+  measureDisk(): Promise<DiskReading> {
+    if (!this.measuring) {
+      this.measuring = this.walkDisk().finally(() => (this.measuring = undefined));
+      return this.measuring;
+    }
+    this.nextMeasuring ??= this.measuring
+      .catch(() => undefined)
+      .then(() => {
+        this.nextMeasuring = undefined;
+        return this.measureDisk();
+      });
+    return this.nextMeasuring;
+  }
+
+  private async walkDisk(): Promise<DiskReading> {
     const started = Date.now();
-    const usage = diskUsage(this.workspace.root, maxWorkspaceEntries);
-    this.diskUsed = usage.bytes;
-    this.tooManyFiles = usage.truncated;
-    // The walk blocks the server: one that took long is repeated at most 5% of the time.
+    const walked = await diskUsage([this.dir]);
+    const used = walked.bytes + this.services.store.storedBytes(this.id);
+    this.diskReading = { used, entries: walked.entries, measuredAt: Date.now() };
+    // A slow walk (a huge tree) costs a core of its own: the budget check repeats it at most 5% of the time.
     this.nextDiskCheckAt = Date.now() + Math.max(1000, 20 * (Date.now() - started));
-    return this.diskUsed;
+    return this.diskReading;
   }
 
   private overDiskQuota(): boolean {
-    return this.tooManyFiles || this.diskUsed > this.services.limits.diskQuotaBytes;
+    return this.diskReading.entries > maxWorkspaceEntries || this.diskReading.used > this.services.limits.diskQuotaBytes;
   }
 
-  /** The workspace's bytes on disk at the last measurement, against the server's per-run quota. */
-  disk(): { used: number; limit: number; left: number } {
+  /** The run's disk account at the last measurement, against the server's per-run quota, with the measurement's age. */
+  disk(): { used: number; limit: number; left: number; measured_seconds_ago: number | null } {
     const limit = this.services.limits.diskQuotaBytes;
-    return { used: this.diskUsed, limit, left: Math.max(0, limit - this.diskUsed) };
+    const { used, measuredAt } = this.diskReading;
+    return {
+      used,
+      limit,
+      left: Math.max(0, limit - used),
+      measured_seconds_ago: measuredAt === 0 ? null : Math.round((Date.now() - measuredAt) / 100) / 10,
+    };
   }
 
-  /** Refuses a write of `addedBytes` more that would take the workspace past its disk quota. */
-  assertDiskRoom(addedBytes: number): void {
-    const used = this.measureDisk();
-    if (addedBytes > 0 && (this.tooManyFiles || used + addedBytes > this.services.limits.diskQuotaBytes))
+  /** Refuses a write of `addedBytes` more that would take the run past its disk quota. */
+  async assertDiskRoom(addedBytes: number): Promise<void> {
+    const { used, entries } = await this.measureDisk();
+    if (addedBytes > 0 && (entries > maxWorkspaceEntries || used + addedBytes > this.services.limits.diskQuotaBytes))
       throw this.quotaError(used, 'this write is refused');
   }
 
   private quotaError(used: number, what: string): A2rlError {
     const mib = (bytes: number) => `${Math.ceil(bytes / 2 ** 20)} MiB`;
-    const holds = this.tooManyFiles
-      ? `more than ${maxWorkspaceEntries} files and folders, the most it may hold`
-      : `${mib(used)} and its disk quota is ${mib(this.services.limits.diskQuotaBytes)}`;
+    const holds =
+      this.diskReading.entries > maxWorkspaceEntries
+        ? `more than ${maxWorkspaceEntries} files and folders, the most it may hold`
+        : `${mib(used)} and its disk quota is ${mib(this.services.limits.diskQuotaBytes)}`;
     return new A2rlError(
       'QUOTA_EXCEEDED',
-      `The workspace holds ${holds}: ${what}. ` +
+      `The run's files (workspace, job logs, snapshots) hold ${holds}: ${what}. ` +
         'Delete what you no longer need (old checkpoints in output/, rollouts/) with exec, e.g. rm -r output/old, then try again.',
     );
   }
@@ -310,8 +364,7 @@ export class Run {
     }
     // exec stays allowed over the quota: it is how the agent deletes files.
     if (kind === 'exec') return;
-    const used = this.measureDisk();
-    if (this.overDiskQuota()) throw this.quotaError(used, 'no training or rollout job can start');
+    if (this.overDiskQuota()) throw this.quotaError(this.diskReading.used, 'no training or rollout job can start');
     const running = this.services.store.listJobs(this.id, longJobKinds).filter((job) => job.state === 'running');
     if (running.length >= maxConcurrentJobs) {
       throw new A2rlError(
@@ -362,13 +415,13 @@ export class Run {
   }
 
   /**
-   * Per-run disk quota, by accounting: the workspace is measured every second (less often
-   * when a walk is slow; at most {@link maxWorkspaceEntries} entries); over the quota, training and rollout jobs stop, and so does an exec while the usage still grows
+   * Per-run disk quota, by accounting: the run's disk account is measured every second (less
+   * often when a walk is slow); over the quota, training and rollout jobs stop, and so does an exec while the usage still grows
    * (an exec that deletes files is left to finish). Returns whether it stopped anything.
    */
   private async enforceDiskQuota(): Promise<boolean> {
-    const before = this.diskUsed;
-    const used = Date.now() >= this.nextDiskCheckAt ? this.measureDisk() : before;
+    const before = this.diskReading.used;
+    const used = Date.now() >= this.nextDiskCheckAt ? (await this.measureDisk()).used : before;
     if (!this.overDiskQuota()) return false;
     const running = this.services.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
     const stopping = running.filter((job) => job.kind !== 'exec' || used > before);

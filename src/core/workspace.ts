@@ -1,7 +1,7 @@
-import { closeSync, existsSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, realpathSync, statSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, lstatSync, mkdirSync, openSync, realpathSync, statSync, writeSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { A2rlError } from '../util/errors.js';
-import { isInside, openForRead, openForWrite, readAt } from '../util/safe-fs.js';
+import { isInside, openForRead, openForWrite, readAt, readDirBounded } from '../util/safe-fs.js';
 import type { Mount } from '../../sandbox/contract.js';
 
 /** Where the workspace appears inside every agent sandbox. */
@@ -102,8 +102,9 @@ export class Workspace {
     let truncated = false;
     const walk = (dir: string, level: number) => {
       const resolved = this.resolve(dir, 'read');
-      const names = readdirSync(resolved.hostPath).sort();
-      for (const name of names) {
+      const listed = readDirBounded(resolved.hostPath, limit - entries.length);
+      truncated ||= listed.truncated;
+      for (const name of listed.names) {
         if (entries.length >= limit) {
           truncated = true;
           return;

@@ -1,4 +1,5 @@
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
+import { CappedLog, defaultLogCap, type LogCap } from './capped-log.js';
 import type { ExitStatus, ResourceLimits, SandboxInstance, SandboxProcess } from '../../sandbox/contract.js';
 import { A2rlError } from '../util/errors.js';
 import { GpuMonitor } from './gpu-usage.js';
@@ -39,6 +40,7 @@ export interface Collected {
 interface LiveJob {
   request: JobRequest;
   process: SandboxProcess;
+  log: CappedLog;
   startedAt: number;
   /** The last resource sample recorded: CPU rates are measured between samples. */
   lastSample: { at: number; cpuSeconds: number };
@@ -67,6 +69,8 @@ export class JobManager {
     private readonly logger: Logger,
     private readonly owner: string,
     readonly gpus = new GpuAllocator([]),
+    /** What each job's log keeps of its output. */
+    readonly logCap: LogCap = defaultLogCap,
   ) {}
 
   /** Jobs of all runs running in this process now. */
@@ -96,21 +100,16 @@ export class JobManager {
       request.logDir,
     );
     const { id } = row;
-    const launch = (gpus: number[]) => {
-      const fd = openSync(row.log_path, 'a');
-      try {
-        const limits = { ...request.limits, gpus };
-        return request.sandbox.exec({ command: request.argv, limits, env: request.env, output: fd, tag: `job-${id}` });
-      } finally {
-        closeSync(fd);
-      }
-    };
+    const log = new CappedLog(row.log_path, this.logCap);
+    const launch = (gpus: number[]) =>
+      request.sandbox.exec({ command: request.argv, limits: { ...request.limits, gpus }, env: request.env, output: log, tag: `job-${id}` });
     let process: SandboxProcess;
     try {
       process = request.gpuCount
         ? new GpuQueuedProcess(this.gpus, request.kind === 'grading' ? 'grading' : 'jobs', request.gpuCount, launch)
         : launch(request.limits.gpus);
     } catch (error) {
+      log.close();
       this.store.finishJob(id, { ...noUsage, state: 'failed', reason: `could not start: ${String(error)}`, ended_at: Date.now() });
       throw new A2rlError(
         'SANDBOX_UNAVAILABLE',
@@ -123,6 +122,7 @@ export class JobManager {
     const job: LiveJob = {
       request,
       process,
+      log,
       startedAt: now,
       lastSample: { at: now, cpuSeconds: 0 },
       done: undefined as unknown as Promise<JobRow>,
@@ -205,6 +205,7 @@ export class JobManager {
 
   private async finish(id: number, job: LiveJob, status: ExitStatus): Promise<JobRow> {
     clearTimeout(job.timer);
+    job.log.close();
     const usage = job.process.usage();
     let { state, reason } = job.stop ?? classify(status, job.request.limits);
     let collected: Collected = {};

@@ -1,12 +1,22 @@
-import { closeSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, lstatSync, mkdirSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { sha256, treeHash } from '../util/hashing.js';
 import type { RecordEvent } from './events.js';
-import { openForRead } from '../util/safe-fs.js';
+import { openForRead, readDirBounded } from '../util/safe-fs.js';
 
-/** What one snapshot of a workspace's code/ folder keeps: source, not data or checkpoints. */
-export const codeSnapshotLimits = { maxFiles: 2000, maxFileBytes: 2 * 2 ** 20, maxBytes: 32 * 2 ** 20 };
+/**
+ * What one snapshot of a workspace's code/ folder keeps: source, not data or checkpoints.
+ * The walk itself stops after `maxEntries` files and folders, and names at most `maxSkipped`
+ * of the files it leaves out: a code/ of millions of files costs no more than one of thousands.
+ */
+export const codeSnapshotLimits = {
+  maxFiles: 2000,
+  maxFileBytes: 2 * 2 ** 20,
+  maxBytes: 32 * 2 ** 20,
+  maxEntries: 10_000,
+  maxSkipped: 100,
+};
 
 export interface CodeFile {
   path: string;
@@ -34,18 +44,27 @@ export class CodeSnapshots {
     const files: CodeFile[] = [];
     const skipped: CodeTree['skipped'] = [];
     let bytes = 0;
+    let entries = 0;
+    let unnamed = 0;
+    const skip = (path: string, reason: string) => {
+      if (skipped.length < codeSnapshotLimits.maxSkipped) skipped.push({ path, reason });
+      else unnamed++;
+    };
     const walk = (dir: string, prefix: string) => {
-      for (const name of readdirSync(dir).sort()) {
+      const listed = readDirBounded(dir, codeSnapshotLimits.maxEntries - entries);
+      if (listed.truncated)
+        skip(prefix || '.', `past the snapshot limits: the walk stopped after ${codeSnapshotLimits.maxEntries} entries`);
+      for (const name of listed.names) {
         if (name === '__pycache__') continue;
+        entries++;
         const path = prefix ? `${prefix}/${name}` : name;
         const full = join(dir, name);
         const stats = lstatSync(full);
         if (stats.isDirectory()) walk(full, path);
-        else if (!stats.isFile()) skipped.push({ path, reason: stats.isSymbolicLink() ? 'symlink' : 'not a regular file' });
-        else if (stats.size > codeSnapshotLimits.maxFileBytes)
-          skipped.push({ path, reason: `larger than ${codeSnapshotLimits.maxFileBytes} bytes` });
+        else if (!stats.isFile()) skip(path, stats.isSymbolicLink() ? 'symlink' : 'not a regular file');
+        else if (stats.size > codeSnapshotLimits.maxFileBytes) skip(path, `larger than ${codeSnapshotLimits.maxFileBytes} bytes`);
         else if (files.length >= codeSnapshotLimits.maxFiles || bytes + stats.size > codeSnapshotLimits.maxBytes) {
-          skipped.push({ path, reason: 'past the snapshot limits' });
+          skip(path, 'past the snapshot limits');
         } else {
           const content = readAtMost(full, codeDir, path, codeSnapshotLimits.maxFileBytes);
           const file = { path, sha256: sha256(content), bytes: content.length };
@@ -56,6 +75,7 @@ export class CodeSnapshots {
       }
     };
     if (existsSync(codeDir)) walk(codeDir, '');
+    if (unnamed > 0) skipped.push({ path: '…', reason: `${unnamed} more files left out, not named` });
     const tree: CodeTree = { tree: treeHash(files), files, skipped };
     const treeFile = join(this.dir, 'trees', `${tree.tree}.json`);
     if (!existsSync(treeFile)) writeAtomically(treeFile, JSON.stringify(tree));

@@ -93,6 +93,8 @@ const migrations: string[] = [
   `ALTER TABLE runs ADD COLUMN agent TEXT;
    ALTER TABLE runs ADD COLUMN agent_version TEXT;
    ALTER TABLE runs ADD COLUMN driver_model TEXT;`,
+  // A run's disk account sums its code snapshots without scanning all its events.
+  `CREATE INDEX events_by_kind ON events(run_id, kind, name);`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -484,5 +486,25 @@ export class Store {
       .get(runId) as { compute: number; episodes: number };
     const submissions = this.db.prepare('SELECT COUNT(*) AS n FROM submissions WHERE run_id = ?').get(runId) as { n: number };
     return { computeSeconds: row.compute, rolloutEpisodes: row.episodes, submissions: submissions.n };
+  }
+
+  /**
+   * Bytes a run put in the server's shared content-addressed stores: its submissions, its
+   * distinct code snapshots and its rollouts' trajectories (content shared with other runs
+   * is charged to each).
+   */
+  storedBytes(runId: string): number {
+    const row = this.db
+      .prepare(
+        `SELECT
+           (SELECT COALESCE(SUM(bytes), 0) FROM submissions WHERE run_id = @run) +
+           (SELECT COALESCE(SUM(bytes), 0) FROM (
+              SELECT DISTINCT json_extract(data, '$.tree') AS tree, json_extract(data, '$.bytes') AS bytes
+              FROM events WHERE run_id = @run AND kind = 'snapshot' AND name = 'code')) +
+           (SELECT COALESCE(SUM(json_extract(result, '$.trajectories.bytes')), 0) FROM jobs WHERE run_id = @run AND kind = 'rollouts')
+           AS bytes`,
+      )
+      .get({ run: runId }) as { bytes: number };
+    return row.bytes;
   }
 }

@@ -1,21 +1,10 @@
 import { randomBytes, createHash } from 'node:crypto';
-import {
-  chmodSync,
-  closeSync,
-  existsSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readSync,
-  renameSync,
-  rmSync,
-  writeSync,
-} from 'node:fs';
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readdirSync, read, renameSync, rmSync, write } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import { A2rlError } from '../util/errors.js';
 import { treeHash } from '../util/hashing.js';
-import { openForRead } from '../util/safe-fs.js';
+import { openForRead, readDirBounded } from '../util/safe-fs.js';
 
 export interface SnapshotLimits {
   maxFiles: number;
@@ -42,8 +31,15 @@ interface PlannedFile {
 function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): PlannedFile[] {
   const files: PlannedFile[] = [];
   let bytes = 0;
+  const tooLarge = () =>
+    new A2rlError(
+      'TOO_LARGE',
+      `${shownPath} holds more than ${limits.maxFiles} files or ${limits.maxBytes} bytes; submit only the checkpoint (${limits.requiredFiles.join(', ')}).`,
+    );
   const walk = (dir: string, prefix: string) => {
-    for (const name of readdirSync(dir).sort()) {
+    const listed = readDirBounded(dir, limits.maxFiles + 1 - files.length);
+    if (listed.truncated) throw tooLarge();
+    for (const name of listed.names) {
       const source = join(dir, name);
       const path = prefix ? `${prefix}/${name}` : name;
       const stats = lstatSync(source);
@@ -60,12 +56,7 @@ function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): Pla
       if (!stats.isFile()) throw new A2rlError('INVALID_INPUT', `${shownPath}/${path} is not a regular file; remove it and submit again.`);
       files.push({ path, source, size: stats.size });
       bytes += stats.size;
-      if (files.length > limits.maxFiles || bytes > limits.maxBytes) {
-        throw new A2rlError(
-          'TOO_LARGE',
-          `${shownPath} holds more than ${limits.maxFiles} files or ${limits.maxBytes} bytes; submit only the checkpoint (${limits.requiredFiles.join(', ')}).`,
-        );
-      }
+      if (files.length > limits.maxFiles || bytes > limits.maxBytes) throw tooLarge();
     }
   };
   walk(sourceDir, '');
@@ -85,22 +76,27 @@ function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): Pla
   return files;
 }
 
+const readChunk = promisify(read);
+const writeChunk = promisify(write);
+
 /**
  * Copies the first `size` bytes of a file without following links, hashing exactly what
- * it copies: a file that grows meanwhile cannot push the snapshot past its limits.
+ * it copies: a file that grows meanwhile cannot push the snapshot past its limits. Reads
+ * and writes go through the thread pool, a MiB at a time, so a large checkpoint never holds
+ * the server's event loop for more than one chunk's hashing.
  */
-function copyHashed(source: string, sourceDir: string, shown: string, target: string, size: number): string {
+async function copyHashed(source: string, sourceDir: string, shown: string, target: string, size: number): Promise<string> {
   const hash = createHash('sha256');
   const input = openForRead(source, sourceDir, shown);
   const output = openSync(target, 'wx', 0o444);
   try {
     const buffer = Buffer.allocUnsafe(1 << 20);
     for (let left = size; left > 0;) {
-      const n = readSync(input, buffer, 0, Math.min(buffer.length, left), null);
-      if (n === 0) break;
-      hash.update(buffer.subarray(0, n));
-      writeSync(output, buffer, 0, n);
-      left -= n;
+      const { bytesRead } = await readChunk(input, buffer, 0, Math.min(buffer.length, left), null);
+      if (bytesRead === 0) break;
+      hash.update(buffer.subarray(0, bytesRead));
+      for (let written = 0; written < bytesRead;) written += (await writeChunk(output, buffer, written, bytesRead - written)).bytesWritten;
+      left -= bytesRead;
     }
   } finally {
     closeSync(input);
@@ -113,16 +109,17 @@ function copyHashed(source: string, sourceDir: string, shown: string, target: st
  * Snapshots a checkpoint folder into `storeDir/<contentHash>`, out of the agent's reach.
  * What is graded is this copy, whatever happens to the folder afterwards.
  */
-export function snapshotDirectory(sourceDir: string, shownPath: string, storeDir: string, limits: SnapshotLimits): Snapshot {
+export async function snapshotDirectory(sourceDir: string, shownPath: string, storeDir: string, limits: SnapshotLimits): Promise<Snapshot> {
   const files = plan(sourceDir, shownPath, limits);
   const staging = join(storeDir, `.staging-${randomBytes(8).toString('hex')}`);
   mkdirSync(staging, { recursive: true });
   try {
-    const hashed = files.map((file) => {
+    const hashed: Array<{ path: string; sha256: string }> = [];
+    for (const file of files) {
       const target = join(staging, file.path);
       mkdirSync(dirname(target), { recursive: true });
-      return { path: file.path, sha256: copyHashed(file.source, sourceDir, `${shownPath}/${file.path}`, target, file.size) };
-    });
+      hashed.push({ path: file.path, sha256: await copyHashed(file.source, sourceDir, `${shownPath}/${file.path}`, target, file.size) });
+    }
     const contentHash = treeHash(hashed);
     const dir = join(storeDir, contentHash);
     const created = !existsSync(dir);

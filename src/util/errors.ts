@@ -10,6 +10,7 @@ export type ErrorCode =
   | 'RUN_ENDED'
   | 'CONFLICT'
   | 'BUSY'
+  | 'RATE_LIMITED'
   | 'UNAUTHORIZED'
   | 'FORBIDDEN'
   | 'UNAVAILABLE'

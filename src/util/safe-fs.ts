@@ -1,4 +1,15 @@
-import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, realpathSync, statSync, unlinkSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  ftruncateSync,
+  openSync,
+  opendirSync,
+  readSync,
+  realpathSync,
+  statSync,
+  unlinkSync,
+} from 'node:fs';
 import { relative, sep } from 'node:path';
 import { A2rlError } from './errors.js';
 
@@ -108,4 +119,23 @@ export function readTail(path: string, maxBytes: number): { text: string; trunca
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * The names in a folder, sorted, reading at most `max` of them: a folder of millions of
+ * files costs no more than one of `max`. `truncated` says some were not read (those read
+ * are then the first the file system gave, not the first in order).
+ */
+export function readDirBounded(path: string, max: number): { names: string[]; truncated: boolean } {
+  const dir = opendirSync(path);
+  const names: string[] = [];
+  try {
+    for (let entry = dir.readSync(); entry !== null; entry = dir.readSync()) {
+      if (names.length >= max) return { names: names.sort(), truncated: true };
+      names.push(entry.name);
+    }
+  } finally {
+    dir.closeSync();
+  }
+  return { names: names.sort(), truncated: false };
 }

@@ -1,4 +1,4 @@
-import { closeSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BubblewrapBackend } from '../../sandbox/bwrap.js';
@@ -42,18 +42,15 @@ export async function run(
   limits = defaultLimits,
   onStart?: (process: SandboxProcess) => void,
 ): Promise<ExitStatus & { output: string; cpuSeconds: number; measured: boolean }> {
-  const logDir = tempDir('log');
-  const log = join(logDir, 'out.log');
-  const fd = openSync(log, 'w');
+  const chunks: Buffer[] = [];
   const process = sandbox.exec({
     command: ['/bin/sh', '-c', script],
     limits,
-    output: fd,
+    output: { write: (chunk) => chunks.push(chunk) },
     tag: `t${Math.random().toString(36).slice(2, 8)}`,
   });
-  closeSync(fd);
   onStart?.(process);
   const status = await process.exited;
   const usage = process.usage();
-  return { ...status, output: readFileSync(log, 'utf8'), cpuSeconds: usage.cpuSeconds, measured: usage.measured };
+  return { ...status, output: Buffer.concat(chunks).toString('utf8'), cpuSeconds: usage.cpuSeconds, measured: usage.measured };
 }

@@ -173,7 +173,11 @@ describe.each(backends)('fuzzed tool inputs (%s)', (backend) => {
   }
 
   beforeAll(async () => {
-    ({ client, runId, workspace } = await stdioRun(home, backend, { budget: 'episodes=8,submissions=3' }));
+    ({ client, runId, workspace } = await stdioRun(home, backend, {
+      budget: 'episodes=8,submissions=3',
+      // Fuzzing calls fast, about inputs, not the call rate: lifted.
+      serverArgs: ['--calls-per-second', '100000'],
+    }));
     await waitBaseline(client);
     mkdirSync(join(home, 'submissions'), { recursive: true });
     await call(client, 'exec', { command: 'mkdir -p output && ln -s /etc output/link && echo hello > code/hello.txt' });

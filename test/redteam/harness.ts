@@ -116,14 +116,17 @@ export async function whenGone(marker: string, ms: number): Promise<number | und
 
 /**
  * Polls until the job's own command holds the marker (the attack is really running): the
- * marker is in the sandbox launcher's arguments from the start, before the sandbox is set up.
+ * marker is in the sandbox launchers' arguments (the cgroup-joining shell, bwrap) from the
+ * start, before the sandbox is set up.
  */
 export async function whenRunning(marker: string, ms = 20_000): Promise<void> {
   const deadline = Date.now() + ms;
   const commandRuns = () =>
     markedProcesses(marker).some((pid) => {
       try {
-        return !readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('bwrap\0');
+        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+        // Not bwrap itself, nor the shell that joins the job's cgroups and then becomes bwrap.
+        return !cmdline.startsWith('bwrap\0') && !cmdline.includes('$A2RL_CGROUP_PROCS');
       } catch {
         return false;
       }

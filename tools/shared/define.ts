@@ -39,6 +39,7 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(definit
         },
         (async (args: z.infer<I>, extra: ToolExtra): Promise<CallToolResult> => {
           try {
+            run.admitCall();
             const output = await definition.handler(run, args, extra);
             return {
               content: [{ type: 'text', text: output.text ?? JSON.stringify(output.structured, null, 2) }],

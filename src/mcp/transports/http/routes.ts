@@ -2,13 +2,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { Engine } from '../../../core/engine.js';
 import { A2rlError, type ErrorCode, isA2rlError } from '../../../util/errors.js';
+import { maxMessageBytes } from '../../message-limit.js';
 import type { Metrics } from '../../metrics.js';
 import { issueRunToken } from '../../tokens.js';
 import { authenticateAdmin, authenticateRun, type HostGuard } from './auth.js';
 import type { SessionTable } from './sessions.js';
 
-/** Largest request body; a write_file of the 1 MiB maximum fits with room to spare. */
-export const maxBodyBytes = 4 * 2 ** 20;
+/** Largest request body: one MCP message, the same bound as over stdio. */
+const maxBodyBytes = maxMessageBytes;
 
 const statusOfCode: Partial<Record<ErrorCode, number>> = {
   INVALID_INPUT: 400,
