@@ -383,7 +383,7 @@ pickle.dump({'x': Payload()}, open('output/evil/model.pt', 'wb'))
       const escape = events.find((e) => e.data.arguments?.path === '../recorded-escape');
       expect(escape?.data.error).toMatch(/OUTSIDE_WORKSPACE/);
       const malformed = events.find((e) => e.name === 'exec' && e.data.arguments?.timeout_s === 'soon');
-      expect(malformed?.data.error).toMatch(/validation/i);
+      expect(malformed?.data.error).toMatch(/^\[INVALID_INPUT\] Invalid arguments for exec:.*timeout_s/s);
       expect(events.every((e) => typeof e.data.duration_ms === 'number')).toBe(true);
       expect(new Set(events.map((e) => e.name))).toEqual(new Set(toolNames));
       expect(store.listEvents(runId, 'session')[0]?.data).toContain('a2rl-test');
