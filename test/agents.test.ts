@@ -51,7 +51,8 @@ const clis = [
     offered: ['list_mcp_resources', 'read_mcp_resource', ...toolNames.map((name) => `mcp_a2rl_${name}`)],
     builtins: [
       { tool: 'run_shell_command', arguments: { command: 'touch pwned-by-shell' } },
-      { tool: 'write_file', arguments: { file_path: 'pwned-by-write', content: 'x' } },
+      // Its write_file shares a2rl's name (offered as mcp_a2rl_write_file): its edit tool creates files too.
+      { tool: 'replace', arguments: { file_path: 'pwned-by-write', old_string: '', new_string: 'x' } },
     ],
   },
 ] as const;
@@ -80,8 +81,12 @@ for (const file of ['CLAUDE.md', 'AGENTS.md', 'GEMINI.md']) writeFileSync(join(h
 const lateServer = join(tempDir('agents-late'), 'late-server.cjs');
 writeFileSync(lateServer, "if (process.argv.includes('serve')) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5000);\n");
 
-/** The job id the agent last got in a tool result (`"job_id": "job-N"`, JSON-escaped in the history), not one an error message names. */
-const lastJobId = (request: ModelRequest) => [...request.text.matchAll(/job_id\\*"\s*:\s*\\*"(job-\d+)/g)].at(-1)?.[1] ?? 'job-0';
+/**
+ * The job id the agent last got in a tool result, not one an error message names: the structured
+ * result's `"job_id": "job-N"` (JSON-escaped in the history) or, where a CLI passes on only the text, `Started job-N`.
+ */
+const lastJobId = (request: ModelRequest) =>
+  [...request.text.matchAll(/(?:job_id\\*"\s*:\s*\\*"|Started )(job-\d+)/g)].at(-1)?.[1] ?? 'job-0';
 
 function script(builtins: ReadonlyArray<{ tool: string; arguments: Record<string, unknown> }>, end: 'text' | 'hang'): ScriptStep[] {
   return [
@@ -174,7 +179,7 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
       const end = transport === 'stdio' ? 'text' : 'hang';
       it(`${cli.agent} over ${transport}: only the a2rl tools offered, every one callable, built-ins refused, nothing of the operator's, ${end === 'text' ? 'exit 0' : 'TERM at the deadline'}`, async () => {
         const started = Date.now();
-        const launched = await benchmark(cli.agent, transport, end, end === 'text' ? '3m' : '75s');
+        const launched = await benchmark(cli.agent, transport, end, end === 'text' ? '3m' : '60s');
         expect(launched.code, launched.stderr).toBe(0);
         expect(launched.runs).toHaveLength(1);
         const run = launched.runs[0]!;
@@ -183,7 +188,7 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
         else {
           expect(run.stopped_at_deadline).toBe(true);
           // The whole run is bounded by the wall clock plus the grace, whatever the agent does on TERM.
-          expect(Date.now() - started).toBeLessThan(75_000 + 5_000 + 60_000);
+          expect(Date.now() - started).toBeLessThan(60_000 + 5_000 + 60_000);
         }
 
         // Every request that offered tools offered exactly these, in every turn.

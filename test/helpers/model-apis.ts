@@ -92,7 +92,10 @@ export async function startModelApi(script: ScriptStep[]) {
       const scripted = tools.length > 0;
       const request: ModelRequest = { provider, path, headers: req.headers, body, tools, text: raw, scripted };
       requests.push(request);
-      const planned = scripted ? (script[step++] ?? { text: 'Done.' }) : { text: fillerFor(provider, body) };
+      // After the script: 'Done.', or, when it ended hanging, more hanging (an agent may retry a request that timed out).
+      const last = script.at(-1);
+      const after = typeof last === 'object' && 'hang' in last ? last : { text: 'Done.' };
+      const planned = scripted ? (script[step++] ?? after) : { text: fillerFor(provider, body) };
       const next = typeof planned === 'function' ? planned(request) : planned;
       if ('hang' in next) return;
       const calls =
@@ -116,7 +119,8 @@ export async function startModelApi(script: ScriptStep[]) {
     requests,
     /** Scripted (tool-offering) requests only. */
     scripted: () => requests.filter((request) => request.scripted),
-    stepsServed: () => step,
+    /** How many of the script's steps were served. */
+    stepsServed: () => Math.min(step, script.length),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
