@@ -50,7 +50,8 @@ export class BubblewrapBackend implements SandboxBackend {
   }
 }
 
-function systemArgs(): string[] {
+/** Read-only binds of the operating system's files (`/usr`, the merged-usr links, a few `/etc` files) for a bwrap command line. */
+export function systemArgs(): string[] {
   const args = ['--ro-bind', '/usr', '/usr'];
   for (const link of mergedUsrLinks) {
     if (!existsSync(link)) continue;
@@ -230,7 +231,8 @@ class BubblewrapProcess implements SandboxProcess {
   }
 }
 
-function isBubblewrap(pid: number): boolean {
+/** Whether a process is bubblewrap itself: signals meant for what it jails go past it (TERM would tear the jail down at once). */
+export function isBubblewrap(pid: number): boolean {
   try {
     return readFileSync(join('/proc', String(pid), 'comm'), 'utf8').trim() === 'bwrap';
   } catch {

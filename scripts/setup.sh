@@ -28,4 +28,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# The agent CLIs the real-agent tests drive (test/agents.test.ts), at the versions tested,
+# outside the project's dependencies; an operator's own install on PATH wins over these.
+agents="@anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0 @google/gemini-cli@0.61.0"
+agents_stamp=.agents/.a2rl-agents
+if [ ! -f "$agents_stamp" ] || [ "$(cat "$agents_stamp")" != "$agents" ]; then
+  echo "setup: installing agent CLIs into .agents/: $agents" >&2
+  npm install --prefix .agents --no-audit --no-fund $agents >&2
+  echo "$agents" > "$agents_stamp"
+fi
+
 npm run --silent build >&2

@@ -159,12 +159,17 @@ describe('MCP server, in process', () => {
       { path: 'code/big.txt', content: 'x'.repeat(1024 * 1024 + 1) },
       /\[TOO_LARGE\].*Split it/,
     ],
-    ['write_file { path: code/x.py }', 'write_file', { path: 'code/x.py' }, /Input validation error.*content/s],
+    [
+      'write_file { path: code/x.py }',
+      'write_file',
+      { path: 'code/x.py' },
+      /^\[INVALID_INPUT\] Invalid arguments for write_file:.*content.*nothing was changed/s,
+    ],
     [
       'write_file { path: code/x.py, content: x, mode: w }',
       'write_file',
       { path: 'code/x.py', content: 'x', mode: 'w' },
-      /Input validation error.*mode/s,
+      /^\[INVALID_INPUT\] Invalid arguments for write_file:.*mode/s,
     ],
     ['read_file { path: code/missing.py }', 'read_file', { path: 'code/missing.py' }, /\[NOT_FOUND\].*list_files/],
     ['read_file { path: models/base/model.pt }', 'read_file', { path: 'models/base/model.pt' }, /\[INVALID_INPUT\].*binary.*exec/s],
@@ -172,8 +177,13 @@ describe('MCP server, in process', () => {
     ['job_status { job_id: job-99999 }', 'job_status', { job_id: 'job-99999' }, /\[NOT_FOUND\].*job-3/],
     ['job_logs { job_id: nonsense }', 'job_logs', { job_id: 'nonsense' }, /\[NOT_FOUND\]/],
     ['cancel_job { job_id: job-1;rm -rf / }', 'cancel_job', { job_id: 'job-1;rm -rf /' }, /\[NOT_FOUND\]/],
-    ['exec { command:  }', 'exec', { command: '' }, /Input validation error/],
-    ['exec { command: true, timeout_s: 600 }', 'exec', { command: 'true', timeout_s: 600 }, /Input validation error.*timeout_s/s],
+    ['exec { command:  }', 'exec', { command: '' }, /^\[INVALID_INPUT\] Invalid arguments for exec:/],
+    [
+      'exec { command: true, timeout_s: 600 }',
+      'exec',
+      { command: 'true', timeout_s: 600 },
+      /^\[INVALID_INPUT\] Invalid arguments for exec:.*timeout_s/s,
+    ],
     [
       'run_training { command: python3 code/train.py, gpus: 1 }',
       'run_training',
@@ -373,7 +383,7 @@ pickle.dump({'x': Payload()}, open('output/evil/model.pt', 'wb'))
       const escape = events.find((e) => e.data.arguments?.path === '../recorded-escape');
       expect(escape?.data.error).toMatch(/OUTSIDE_WORKSPACE/);
       const malformed = events.find((e) => e.name === 'exec' && e.data.arguments?.timeout_s === 'soon');
-      expect(malformed?.data.error).toMatch(/validation/i);
+      expect(malformed?.data.error).toMatch(/^\[INVALID_INPUT\] Invalid arguments for exec:.*timeout_s/s);
       expect(events.every((e) => typeof e.data.duration_ms === 'number')).toBe(true);
       expect(new Set(events.map((e) => e.name))).toEqual(new Set(toolNames));
       expect(store.listEvents(runId, 'session')[0]?.data).toContain('a2rl-test');

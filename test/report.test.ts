@@ -72,6 +72,8 @@ function seedRun(store: Store, home: string, options: SeedOptions): void {
   );
   mkdirSync(join(dir, 'logs'), { recursive: true });
   writeFileSync(job.log_path, 'step 1/10 loss 2.0\nsaved\n');
+  // The agent's call that started it: a run with a tool call is a benchmark run (a health check has none).
+  record('tool', 'run_training', { arguments: { command: job.command }, result: { job_id: `job-${job.id}` }, duration_ms: 5 }, 0);
   record('job', 'started', { job_id: job.id, kind: 'training', command: job.command, charged: true, log_path: job.log_path });
   recordCodeSnapshot(codeSnapshotsOf(home), join(dir, 'workspace', 'code'), (k, n, d) => record(k, n, d, 0), { job_id: job.id });
   record('sample', 'resources', { job_id: job.id, cpu_s: 20, cpu_percent: 200, memory_bytes: 1e8 });

@@ -2,7 +2,7 @@ import { type Command, Option } from 'commander';
 import { cpus } from 'node:os';
 import { Engine } from '../core/engine.js';
 import { agentKind, findExecutable } from '../launch/agents.js';
-import { launchRuns, type LaunchOptions } from '../launch/launcher.js';
+import { jailedAgentPaths, launchRuns, type LaunchOptions } from '../launch/launcher.js';
 import { createLogger } from '../util/logger.js';
 import {
   addJudgeOptions,
@@ -16,6 +16,8 @@ import {
   wholeNumberOption,
 } from './options.js';
 import { formatSummaryTable } from './summary-table.js';
+
+const collect = (value: string, previous: string[]) => [...previous, value];
 
 /** `a2rl run`: benchmark an agent CLI as it ships. */
 export function addRunCommand(program: Command, { home }: CliContext): void {
@@ -44,17 +46,38 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
           .choices(['stdio', 'http'])
           .default('stdio'),
       )
+      .option(
+        '--agent-arg <arg>',
+        "an argument for the agent CLI, after a2rl's own (repeat it; --agent-arg=-c for a leading dash), e.g. a model provider",
+        collect,
+        [],
+      )
+      .option(
+        '--agent-bind <path>',
+        "a host path the agent needs read-only in its jail (a command agent's own code); repeat it",
+        collect,
+        [],
+      )
       .option('--grace <seconds>', "between TERM at the wall-clock deadline and KILL of the agent's process group", idleSecondsOption, 15)
       .option('--json', 'print the results as JSON'),
   ).action(
-    async (options: Omit<LaunchOptions, 'graceSeconds' | 'judgeArgs' | 'onLine'> & { grace: number; json?: boolean } & JudgeOptions) => {
-      // A missing or unknown agent is refused before anything is opened or created.
-      findExecutable(agentKind(options.agent));
+    async (
+      options: Omit<LaunchOptions, 'graceSeconds' | 'judgeArgs' | 'onLine' | 'agentArgs' | 'agentBinds'> & {
+        grace: number;
+        json?: boolean;
+        agentArg: string[];
+        agentBind: string[];
+      } & JudgeOptions,
+    ) => {
+      // A missing or unknown agent, or a jail that would show what agents never see, is refused before anything is opened or created.
+      jailedAgentPaths(findExecutable(agentKind(options.agent)), options.agentBind, home());
       const engine = await Engine.open({ home: home(), judge: judgeConfig(options), recover: false, logger: createLogger().logger });
       try {
         const results = await launchRuns(engine, {
           ...options,
           graceSeconds: options.grace,
+          agentArgs: options.agentArg,
+          agentBinds: options.agentBind,
           judgeArgs: judgeArgs(options),
           onLine: (line) => process.stderr.write(`a2rl run: ${line}\n`),
         });
@@ -68,6 +91,11 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
                 )
                 .join('\n')}\n`,
         );
+        // A repeat whose retry failed too is no result: say so, and exit non-zero.
+        const failed = results.filter((r) => r.infrastructure_failure !== null && !results.some((other) => other.retry_of === r.run_id));
+        for (const run of failed)
+          process.stderr.write(`a2rl run: run ${run.run_id}: infrastructure failure, not counted: ${run.infrastructure_failure}\n`);
+        if (failed.length > 0) process.exitCode = 1;
       } finally {
         await engine.close();
       }

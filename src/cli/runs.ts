@@ -103,6 +103,7 @@ Codex CLI (~/.codex/config.toml; Codex reads the token from the environment: exp
   url = "${url}"
   bearer_token_env_var = "A2RL_RUN_TOKEN"
   tool_timeout_sec = 120
+  default_tools_approval_mode = "approve"
 
 Any MCP client (mcpServers JSON; clients that only speak HTTP+SSE use ${sseUrl}):
   ${JSON.stringify({ mcpServers: { a2rl: { type: 'http', url, headers: { Authorization: `Bearer ${token}` } } } })}

@@ -1,8 +1,8 @@
 import { accessSync, constants, existsSync } from 'node:fs';
 import { delimiter, join, resolve } from 'node:path';
 import { A2rlError } from '../util/errors.js';
-import { cliEntry } from '../util/paths.js';
-import { loadReplay } from './replay.js';
+import { cliEntry, packageRoot } from '../util/paths.js';
+import { loadReplay, replayWithFilesInlined } from './replay.js';
 
 /** Name of the MCP server in every agent's configuration; Claude Code names its tools `mcp__a2rl__<tool>`. */
 export const serverName = 'a2rl';
@@ -17,6 +17,10 @@ export interface LaunchContext {
   model?: string;
   /** The run's agent folder: configuration files go here. */
   agentDir: string;
+  /** The agent's private HOME in its jail, prepared by the launcher: user-level configuration goes here. */
+  homeDir: string;
+  /** The operator's own arguments for the agent (`--agent-arg`), after the launcher's and before a positional prompt. */
+  extraArgs: string[];
 }
 
 /** A file the launcher writes before it starts the agent. */
@@ -31,6 +35,8 @@ export interface AgentInvocation {
   /** Added to the launcher's environment (which carries the agent's API keys). */
   env: Record<string, string>;
   files: AgentFile[];
+  /** Host paths the agent reads beside its installation, shown read-only in its jail. */
+  readOnly?: string[];
 }
 
 export interface AgentKind {
@@ -55,26 +61,32 @@ export function mcpServersJson(endpoint: McpEndpoint): string {
   return `${JSON.stringify({ mcpServers: { [serverName]: server } }, null, 2)}\n`;
 }
 
-/** Claude Code's built-in tools, denied by name as well as left out with `--tools ""`, so no version's default slips through. */
+/**
+ * Claude Code's built-in tools (version 2.1.332, read from its first request without `--tools ""`),
+ * denied by name as well as left out with `--tools ""`.
+ */
 const claudeBuiltinTools = [
+  'Agent',
   'Bash',
-  'BashOutput',
-  'KillShell',
+  'CronCreate',
+  'CronDelete',
+  'CronList',
   'Edit',
-  'MultiEdit',
-  'Write',
-  'Read',
-  'Glob',
-  'Grep',
-  'LS',
+  'EnterWorktree',
+  'ExitWorktree',
+  'ListAgents',
+  'Monitor',
   'NotebookEdit',
-  'NotebookRead',
+  'Read',
+  'ReportFindings',
+  'ScheduleWakeup',
+  'SendMessage',
+  'Skill',
+  'TaskStop',
   'WebFetch',
   'WebSearch',
-  'Task',
-  'TodoWrite',
-  'SlashCommand',
-  'Skill',
+  'Workflow',
+  'Write',
 ];
 
 const claudeCode: AgentKind = {
@@ -83,7 +95,7 @@ const claudeCode: AgentKind = {
   npmPackage: '@anthropic-ai/claude-code',
   transcript: 'stream-json (one JSON event per line)',
   versionArgs: ['--version'],
-  invocation: ({ endpoint, prompt, model, agentDir }) => {
+  invocation: ({ endpoint, prompt, model, agentDir, extraArgs }) => {
     const config = join(agentDir, 'mcp.json');
     return {
       command: 'claude',
@@ -96,6 +108,9 @@ const claudeCode: AgentKind = {
         '--strict-mcp-config',
         '--mcp-config',
         config,
+        // No user, project or local settings, hooks or CLAUDE.md: every agent gets the same prompt.
+        '--setting-sources',
+        '',
         '--tools',
         '',
         '--allowedTools',
@@ -103,8 +118,18 @@ const claudeCode: AgentKind = {
         '--disallowedTools',
         claudeBuiltinTools.join(','),
         ...(model ? ['--model', model] : []),
+        ...extraArgs,
       ],
-      env: {},
+      env: {
+        // In -p mode Claude Code does not wait for MCP servers unless told to: a slow server meant a run without tools.
+        MCP_CONNECTION_NONBLOCKING: '0',
+        MCP_CONNECT_TIMEOUT_MS: '60000',
+        CLAUDE_CODE_DISABLE_CLAUDE_MDS: '1',
+        // Every tool offered up front: no deferred-loading placeholder among the tools.
+        ENABLE_TOOL_SEARCH: 'false',
+        DISABLE_AUTOUPDATER: '1',
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      },
       files: [{ path: config, content: mcpServersJson(endpoint) }],
     };
   },
@@ -130,19 +155,25 @@ const codex: AgentKind = {
   npmPackage: '@openai/codex',
   transcript: 'exec --json (one JSON event per line)',
   versionArgs: ['--version'],
-  invocation: ({ endpoint, prompt, model }): AgentInvocation => {
-    const server =
-      endpoint.kind === 'stdio'
-        ? { command: endpoint.command, args: endpoint.args, startup_timeout_sec: 60, tool_timeout_sec: 120 }
-        : { url: endpoint.url, bearer_token_env_var: codexTokenVariable, startup_timeout_sec: 60, tool_timeout_sec: 120 };
-    // Setting the whole mcp_servers table replaces the user's servers: only this one is configured.
+  invocation: ({ endpoint, prompt, model, homeDir, extraArgs }): AgentInvocation => {
+    const timeouts = { startup_timeout_sec: 60, tool_timeout_sec: 120 };
+    // required: Codex waits for the server and fails without it; approve: write tools are not refused under approval "never".
+    const server = {
+      ...(endpoint.kind === 'stdio'
+        ? { command: endpoint.command, args: endpoint.args }
+        : { url: endpoint.url, bearer_token_env_var: codexTokenVariable }),
+      ...timeouts,
+      required: true,
+      default_tools_approval_mode: 'approve',
+    };
     const overrides = {
-      mcp_servers: { [serverName]: server },
+      [`mcp_servers.${serverName}`]: server,
       'features.shell_tool': false,
       'features.unified_exec': false,
-      include_apply_patch_tool: false,
-      'tools.web_search': false,
-      'tools.view_image': false,
+      'features.view_image': false,
+      'features.multi_agent': false,
+      'features.goals': false,
+      web_search: 'disabled',
       approval_policy: 'never',
     };
     return {
@@ -155,28 +186,49 @@ const codex: AgentKind = {
         'read-only',
         ...Object.entries(overrides).flatMap(([key, value]) => ['-c', `${key}=${toml(value)}`]),
         ...(model ? ['--model', model] : []),
+        ...extraArgs,
         prompt,
       ],
-      env: endpoint.kind === 'http' ? { [codexTokenVariable]: endpoint.token } : {},
-      files: [],
+      // Its own configuration folder in the private HOME: none of the user's MCP servers, AGENTS.md or profiles.
+      env: { CODEX_HOME: join(homeDir, '.codex'), ...(endpoint.kind === 'http' ? { [codexTokenVariable]: endpoint.token } : {}) },
+      files: [{ path: join(homeDir, '.codex', 'config.toml'), content: '# a2rl run: the configuration is on the command line.\n' }],
     };
   },
 };
 
-/** Gemini CLI's built-in tools, excluded so that only this server's tools remain. */
+/**
+ * Gemini CLI's built-in tools, excluded by class name: excluding by tool name would hide
+ * this server's own read_file and write_file, which share Gemini's names.
+ */
 const geminiBuiltinTools = [
-  'run_shell_command',
-  'write_file',
-  'replace',
-  'read_file',
-  'read_many_files',
-  'list_directory',
-  'glob',
-  'search_file_content',
-  'web_fetch',
-  'google_web_search',
-  'save_memory',
-  'write_todos',
+  'ShellTool',
+  'ReadFileTool',
+  'WriteFileTool',
+  'EditTool',
+  'GlobTool',
+  'GrepTool',
+  'RipGrepTool',
+  'LSTool',
+  'ReadManyFilesTool',
+  'WebFetchTool',
+  'WebSearchTool',
+  'MemoryTool',
+  'WriteTodosTool',
+  'ActivateSkillTool',
+  'AskUserTool',
+  'GetInternalDocsTool',
+  'ListBackgroundProcessesTool',
+  'ReadBackgroundOutputTool',
+  'EnterPlanModeTool',
+  'ExitPlanModeTool',
+  'TrackerAddDependencyTool',
+  'TrackerCreateTaskTool',
+  'TrackerGetTaskTool',
+  'TrackerListTasksTool',
+  'TrackerUpdateTaskTool',
+  'TrackerVisualizeTool',
+  'AgentTool',
+  'UpdateTopicTool',
 ];
 
 const geminiCli: AgentKind = {
@@ -185,8 +237,9 @@ const geminiCli: AgentKind = {
   npmPackage: '@google/gemini-cli',
   transcript: 'stream-json (one JSON event per line)',
   versionArgs: ['--version'],
-  invocation: ({ endpoint, prompt, model, agentDir }) => {
-    const settings = join(agentDir, 'gemini-settings.json');
+  invocation: ({ endpoint, prompt, model, homeDir, extraArgs }) => {
+    // User settings in the private HOME: read whoever owns them (a system settings file is skipped unless root owns it and every folder above it).
+    const settings = join(homeDir, '.gemini', 'settings.json');
     const server =
       endpoint.kind === 'stdio'
         ? { command: endpoint.command, args: endpoint.args, trust: true, timeout: 120_000 }
@@ -195,6 +248,8 @@ const geminiCli: AgentKind = {
       mcpServers: { [serverName]: server },
       mcp: { allowed: [serverName] },
       tools: { exclude: geminiBuiltinTools },
+      // In the jail only an API key can sign in ($GEMINI_API_KEY).
+      security: { auth: { selectedType: 'gemini-api-key' } },
     };
     return {
       command: 'gemini',
@@ -208,9 +263,10 @@ const geminiCli: AgentKind = {
         '--allowed-mcp-server-names',
         serverName,
         ...(model ? ['--model', model] : []),
+        ...extraArgs,
       ],
-      // The system settings file overrides user and workspace settings, and needs no trusted folder.
-      env: { GEMINI_CLI_SYSTEM_SETTINGS_PATH: settings },
+      // Without it Gemini CLI exits 55 in a fresh working folder ("not running in a trusted directory").
+      env: { GEMINI_CLI_TRUST_WORKSPACE: 'true' },
       files: [{ path: settings, content: `${JSON.stringify(content, null, 2)}\n` }],
     };
   },
@@ -229,17 +285,23 @@ function replayAgent(file: string): AgentKind {
   if (!existsSync(replay))
     throw new A2rlError('NOT_FOUND', `No replay file at ${replay}; give replay:FILE a JSONL replay (see README, Replays).`);
   // A replay that cannot be read is refused now, not after its run was made.
-  loadReplay(replay);
+  const steps = loadReplay(replay);
   return {
     name: 'replay',
     transcript: 'one line per replayed tool call',
     invocation: (context) => {
       const config = join(context.agentDir, 'mcp.json');
+      // The jail shows the replay player (a2rl's own code) and a copy of the replay with its files inlined.
+      const copy = join(context.agentDir, 'replay.jsonl');
       return {
         command: process.execPath,
-        args: [cliEntry, 'replay', replay, '--mcp-config', config],
+        args: [cliEntry, 'replay', copy, '--mcp-config', config],
         env: commonEnv(context, config),
-        files: [{ path: config, content: mcpServersJson(context.endpoint) }],
+        files: [
+          { path: config, content: mcpServersJson(context.endpoint) },
+          { path: copy, content: replayWithFilesInlined(steps) },
+        ],
+        readOnly: [join(packageRoot, 'dist'), join(packageRoot, 'node_modules'), join(packageRoot, 'package.json')],
       };
     },
   };
@@ -277,10 +339,16 @@ export function agentKind(spec: string): AgentKind {
   return agent;
 }
 
-/** The agent's executable on PATH, or a clear error naming the package to install; agents are never installed here. */
-export function findExecutable(agent: AgentKind, path = process.env.PATH ?? ''): string | undefined {
+/** Where `scripts/setup.sh` installs the agent CLIs at their tested versions (`npm install --prefix .agents`). */
+export const setupAgentsBin = join(packageRoot, '.agents', 'node_modules', '.bin');
+
+/**
+ * The agent's executable: the operator's own on PATH first, else the one `scripts/setup.sh`
+ * installed; a clear error naming the package to install when there is neither.
+ */
+export function findExecutable(agent: AgentKind, path = process.env.PATH ?? '', setupBin = setupAgentsBin): string | undefined {
   if (!agent.executable) return undefined;
-  for (const dir of path.split(delimiter).filter(Boolean)) {
+  for (const dir of [...path.split(delimiter).filter(Boolean), setupBin]) {
     const candidate = join(dir, agent.executable);
     try {
       accessSync(candidate, constants.X_OK);
@@ -291,6 +359,6 @@ export function findExecutable(agent: AgentKind, path = process.env.PATH ?? ''):
   }
   throw new A2rlError(
     'NOT_FOUND',
-    `${agent.name} is not installed: no "${agent.executable}" on PATH. Install it with npm install -g ${agent.npmPackage} (and sign it in), then run this again; a2rl does not install agents.`,
+    `${agent.name} is not installed: no "${agent.executable}" on PATH. Install it with npm install -g ${agent.npmPackage} (or run scripts/setup.sh), then run this again.`,
   );
 }

@@ -2,7 +2,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import pLimit from 'p-limit';
 import { type BudgetLimits } from '../tasks/budget.js';
 import type { Engine } from '../core/engine.js';
@@ -14,7 +14,9 @@ import { serverVersion } from '../mcp/server.js';
 import { getTask } from '../tasks/task.js';
 import { issueRunToken } from '../mcp/tokens.js';
 import { agentKind, type AgentKind, findExecutable, type McpEndpoint } from './agents.js';
-import { runProcessGroup } from './process-group.js';
+import { relayEntry, startStdioBridge, type StdioBridge } from './bridge.js';
+import { agentInstallRoot, assertJailable, jailCommand, jailSocketPath } from './jail.js';
+import { type GroupOutcome, runProcessGroup } from './process-group.js';
 import { taskPrompt } from './prompt.js';
 
 export interface LaunchOptions {
@@ -31,6 +33,10 @@ export interface LaunchOptions {
   graceSeconds: number;
   /** `serve` flags that choose the judge, so the agent's server grades as the runs were created. */
   judgeArgs: string[];
+  /** The operator's own arguments for the agent CLI (a model provider, an effort level), recorded with the run. */
+  agentArgs?: string[];
+  /** Host folders or files the agent needs read-only in its jail beside its installation (a command agent's own code). */
+  agentBinds?: string[];
   /** One line per event of the batch (started, ended), for the operator. */
   onLine?: (line: string) => void;
 }
@@ -45,6 +51,10 @@ export interface LaunchedRun {
   stopped_at_deadline: boolean;
   interrupted: boolean;
   killed: boolean;
+  /** Why the run does not count (the agent never had the tools, or did not exit normally); null for a benchmark run. */
+  infrastructure_failure: string | null;
+  /** The run this one retried after its infrastructure failed; null for a first attempt. */
+  retry_of: string | null;
   summary: RunSummary;
 }
 
@@ -56,6 +66,7 @@ export interface LaunchedRun {
 export async function launchRuns(engine: Engine, options: LaunchOptions): Promise<LaunchedRun[]> {
   const agent = agentKind(options.agent);
   const executable = findExecutable(agent);
+  const agentPaths = jailedAgentPaths(executable, options.agentBinds ?? [], engine.home);
   const task = getTask(options.task);
   if (!Number.isInteger(options.repeats) || options.repeats < 1) {
     throw new A2rlError('INVALID_INPUT', '--repeats takes a whole number of runs, at least 1.');
@@ -73,15 +84,37 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
   const http = options.transport === 'http' ? await startHttpServer(engine.home, options.judgeArgs) : undefined;
   try {
     const limit = pLimit(options.parallel);
-    return await Promise.all(
+    const launched = await Promise.all(
       Array.from({ length: options.repeats }, (_, index) =>
-        limit(() => launchOne(engine, agent, { ...options, label, batch, repeat: index + 1, agentVersion, httpUrl: http?.url })),
+        limit(() =>
+          launchWithRetry(engine, agent, {
+            ...options,
+            label,
+            batch,
+            repeat: index + 1,
+            agentVersion,
+            httpUrl: http?.url,
+            executable,
+            agentPaths,
+          }),
+        ),
       ),
     );
+    return launched.flat();
   } finally {
     await http?.stop();
     await engine.grader.drain();
   }
+}
+
+/**
+ * What the agent's jail shows of the host beyond the system and the run's own folders: its
+ * installation and the operator's --agent-bind paths; refused when one lies in or holds what agents never see.
+ */
+export function jailedAgentPaths(executable: string | undefined, agentBinds: string[], home: string): string[] {
+  const paths = [...(executable ? [agentInstallRoot(executable)] : []), ...agentBinds.map((path) => resolve(path))];
+  for (const path of paths) assertJailable(path, home);
+  return paths;
 }
 
 interface OneLaunch extends LaunchOptions {
@@ -90,33 +123,69 @@ interface OneLaunch extends LaunchOptions {
   repeat: number;
   agentVersion: string | null;
   httpUrl?: string;
+  /** The agent's executable as found on PATH (or in the setup's agents folder). */
+  executable: string | undefined;
+  /** Host paths shown read-only in the jail: the agent's installation and the operator's --agent-bind. */
+  agentPaths: string[];
 }
 
-async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch): Promise<LaunchedRun> {
+/** One repeat: a run whose infrastructure failed is retried once, in a new run; both are returned. */
+async function launchWithRetry(engine: Engine, agent: AgentKind, launch: OneLaunch): Promise<LaunchedRun[]> {
+  const first = await launchOne(engine, agent, launch, null);
+  if (first.infrastructure_failure === null || first.interrupted) return [first];
+  launch.onLine?.(
+    `run ${first.run_id} [${launch.repeat}/${launch.repeats}]: infrastructure failure (${first.infrastructure_failure}); retrying once`,
+  );
+  return [first, await launchOne(engine, agent, launch, first.run_id)];
+}
+
+async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, retryOf: string | null): Promise<LaunchedRun> {
   const row = engine.prepareRun({ taskId: launch.task, budget: launch.budget, label: launch.label });
   const record = eventRecorder(engine.store, row.id, row.created_at);
   const limits = JSON.parse(row.budget) as BudgetLimits;
+  const agentDir = join(row.dir, 'agent');
+  const workDir = join(agentDir, 'work');
+  const homeDir = join(agentDir, 'home');
+  mkdirSync(workDir, { recursive: true });
+  mkdirSync(homeDir, { recursive: true });
+  const transcript = join(agentDir, 'transcript.jsonl');
+  const stderrLog = join(agentDir, 'stderr.log');
   let endpoint: McpEndpoint;
+  let bridge: StdioBridge | undefined;
   if (launch.httpUrl) {
     endpoint = { kind: 'http', url: launch.httpUrl, token: issueRunToken(engine.store, row.id) };
     engine.releaseRun(row.id);
   } else {
-    // The launcher holds the run until the agent's server, started by the agent, takes it over.
-    endpoint = {
-      kind: 'stdio',
+    // The jailed agent starts the relay; behind the bridge socket the launcher starts the real
+    // server outside the jail, which takes the run over from the launcher.
+    bridge = await startStdioBridge({
       command: process.execPath,
       args: [cliEntry, '--home', engine.home, 'serve', '--run', row.id, ...launch.judgeArgs],
-    };
+      stderrPath: join(agentDir, 'server-stderr.log'),
+    });
+    endpoint = { kind: 'stdio', command: process.execPath, args: [relayEntry, jailSocketPath] };
   }
-  const agentDir = join(row.dir, 'agent');
-  const workDir = join(agentDir, 'work');
-  mkdirSync(workDir, { recursive: true });
   const prompt = taskPrompt(getTask(launch.task), limits, engine.grader.judge.id);
   writeFileSync(join(agentDir, 'prompt.md'), prompt);
-  const invocation = agent.invocation({ endpoint, prompt, model: launch.model, agentDir });
-  for (const file of invocation.files) writeFileSync(file.path, file.content, { mode: 0o600 });
-  const transcript = join(agentDir, 'transcript.jsonl');
-  const stderrLog = join(agentDir, 'stderr.log');
+  const invocation = agent.invocation({ endpoint, prompt, model: launch.model, agentDir, homeDir, extraArgs: launch.agentArgs ?? [] });
+  for (const file of invocation.files) {
+    mkdirSync(dirname(file.path), { recursive: true });
+    writeFileSync(file.path, file.content, { mode: 0o600 });
+  }
+  const jail = jailCommand({
+    command: launch.executable ?? invocation.command,
+    args: invocation.args,
+    workDir,
+    homeDir,
+    readOnly: [
+      ...launch.agentPaths,
+      ...(invocation.readOnly ?? []),
+      ...invocation.files.filter((file) => !file.path.startsWith(`${homeDir}/`)).map((file) => file.path),
+      join(agentDir, 'prompt.md'),
+      ...(bridge ? [relayEntry] : []),
+    ],
+    socket: bridge?.socket,
+  });
   const deadline = row.created_at + limits.wallSeconds * 1000;
   // The run's columns are what reports and the leaderboard group by; the event keeps the whole launch.
   engine.store.setRunAgent(row.id, { agent: agent.name, agent_version: launch.agentVersion ?? undefined, driver_model: launch.model });
@@ -130,6 +199,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch): P
     transport: endpoint.kind,
     command: invocation.command,
     args: invocation.args,
+    jail: jail.args.slice(0, jail.args.indexOf('--')),
     env: Object.keys(invocation.env),
     cwd: workDir,
     config_files: invocation.files.map((file) => file.path),
@@ -141,23 +211,44 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch): P
     grace_seconds: launch.graceSeconds,
   });
   launch.onLine?.(`run ${row.id} [${launch.repeat}/${launch.repeats}]: ${agent.name} started (transcript: ${transcript})`);
-  let outcome;
+  let outcome: GroupOutcome;
   try {
     outcome = await runProcessGroup({
-      command: invocation.command,
-      args: invocation.args,
+      command: jail.command,
+      args: jail.args,
       cwd: workDir,
-      env: { ...process.env, ...invocation.env, A2RL_RUN_ID: row.id },
+      env: { ...agentEnvironment(), ...invocation.env, A2RL_RUN_ID: row.id },
       stdoutPath: transcript,
       stderrPath: stderrLog,
       deadline,
       graceMs: launch.graceSeconds * 1000,
+      // The servers behind the bridge run outside the agent's group: the operator's signal goes to them too.
+      onInterrupt: (signal) => void bridge?.close(signal),
     });
   } catch (error) {
+    const reason = `the agent could not start: ${(error as Error).message}`;
     record('agent', 'failed', { error: (error as Error).message });
-    await endLeftRun(engine, row.id, `the agent could not start: ${(error as Error).message}`);
-    throw error;
+    await bridge?.close('SIGTERM');
+    engine.store.markInfrastructureFailure(row.id, reason);
+    record('run', 'infrastructure_failure', { reason });
+    await endLeftRun(engine, row.id, reason);
+    return {
+      run_id: row.id,
+      agent: agent.name,
+      agent_version: launch.agentVersion,
+      driver_model: launch.model ?? null,
+      exit_code: null,
+      signal: null,
+      stopped_at_deadline: false,
+      interrupted: false,
+      killed: false,
+      infrastructure_failure: reason,
+      retry_of: retryOf,
+      summary: summarizeRun(engine.store, row.id),
+    };
   }
+  // The agent is gone; its servers (outside the jail) end their runs and finish grading.
+  await bridge?.close();
   record('agent', 'exited', {
     exit_code: outcome.exitCode,
     signal: outcome.signal,
@@ -173,10 +264,15 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch): P
       ? `stopped by the operator${killed}`
       : `exited with ${outcome.signal ?? `code ${outcome.exitCode}`}`;
   await endLeftRun(engine, row.id, `the agent ${how}`);
+  const failure = infrastructureFailure(engine, row.id, outcome, how);
+  if (failure) {
+    engine.store.markInfrastructureFailure(row.id, failure);
+    record('run', 'infrastructure_failure', { reason: failure });
+  }
   await gradingDone(engine, row.id);
   const summary = summarizeRun(engine.store, row.id);
   launch.onLine?.(
-    `run ${row.id} [${launch.repeat}/${launch.repeats}]: ${agent.name} ${how}; best ${summary.best ? `${summary.best.public} public / ${summary.best.private} private` : 'none'}`,
+    `run ${row.id} [${launch.repeat}/${launch.repeats}]: ${agent.name} ${how}; ${failure ? `infrastructure failure: ${failure}` : `best ${summary.best ? `${summary.best.public} public / ${summary.best.private} private` : 'none'}`}`,
   );
   return {
     run_id: row.id,
@@ -188,8 +284,32 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch): P
     stopped_at_deadline: outcome.stoppedAtDeadline,
     interrupted: outcome.interrupted,
     killed: outcome.killed,
+    infrastructure_failure: failure,
+    retry_of: retryOf,
     summary,
   };
+}
+
+/**
+ * Why a run is no result of the agent's, if it is not: the agent never got the a2rl tools
+ * (its server never answered tools/list: no server, a server too slow for the client, a
+ * configuration the CLI ignored), or it ended abnormally before its deadline (a model API
+ * or CLI error). Stopped at the deadline or by the operator is a normal end.
+ */
+function infrastructureFailure(engine: Engine, runId: string, outcome: GroupOutcome, how: string): string | null {
+  if (!engine.store.hasEvent(runId, 'session', 'tools_listed') && !engine.store.hasEvent(runId, 'tool')) {
+    return `the agent never had the a2rl tools (its MCP server never listed them); the agent ${how}`;
+  }
+  if (outcome.exitCode !== 0 && !outcome.stoppedAtDeadline && !outcome.interrupted) return `the agent ${how}`;
+  return null;
+}
+
+/** The launcher's environment for the agent (its API keys, model endpoints), without what points at the operator's own folders. */
+function agentEnvironment(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of ['A2RL_HOME', 'XDG_CONFIG_HOME', 'XDG_DATA_HOME', 'XDG_CACHE_HOME', 'XDG_STATE_HOME', 'XDG_RUNTIME_DIR'])
+    delete env[name];
+  return env;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { isBubblewrap } from '../../sandbox/bwrap.js';
 import { A2rlError } from '../util/errors.js';
 
 export interface GroupCommand {
@@ -13,6 +14,8 @@ export interface GroupCommand {
   /** When (epoch ms) the whole process group gets TERM; KILL follows `graceMs` later. */
   deadline: number;
   graceMs: number;
+  /** Called when the operator's SIGINT or SIGTERM reaches the launcher, to pass it on to what runs outside the group. */
+  onInterrupt?: (signal: NodeJS.Signals) => void;
 }
 
 export interface GroupOutcome {
@@ -52,6 +55,21 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   }
 }
 
+/**
+ * TERM to the agent's own processes, not to the bubblewrap jailing them: bwrap would die of it
+ * and take the agent down at once (--die-with-parent), leaving it no grace to finish.
+ */
+function terminateGroup(pgid: number): void {
+  for (const pid of processGroupMembers(pgid)) {
+    if (isBubblewrap(pid)) continue;
+    try {
+      process.kill(pid, 'SIGTERM');
+    } catch {
+      // It ended meanwhile.
+    }
+  }
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -87,17 +105,18 @@ export async function runProcessGroup(spec: GroupCommand): Promise<GroupOutcome>
   const term = setTimeout(
     () => {
       stoppedAtDeadline = true;
-      signalGroup(pgid, 'SIGTERM');
+      terminateGroup(pgid);
     },
     Math.max(0, spec.deadline - Date.now()),
   );
   let kill = setTimeout(killNow, Math.max(0, spec.deadline + spec.graceMs - Date.now()));
   // The agent runs in a group of its own, so the operator's Ctrl-C reaches it only through here.
-  const onInterrupt = () => {
+  const onInterrupt = (signal: NodeJS.Signals) => {
     interrupted = true;
+    spec.onInterrupt?.(signal);
     clearTimeout(term);
     clearTimeout(kill);
-    signalGroup(pgid, 'SIGTERM');
+    terminateGroup(pgid);
     kill = setTimeout(killNow, spec.graceMs);
   };
   process.on('SIGINT', onInterrupt);

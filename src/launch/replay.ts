@@ -117,6 +117,20 @@ export function conditionHolds(value: unknown, condition: Condition): boolean {
   return true;
 }
 
+/** The replay as JSONL with every `{"$file": …}` replaced by the file's text: a jailed replay agent reads nothing else. */
+export function replayWithFilesInlined(replay: Replay): string {
+  const inline = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(inline);
+    if (value === null || typeof value !== 'object') return value;
+    const record = value as Record<string, unknown>;
+    if (Object.keys(record).length === 1 && typeof record.$file === 'string') {
+      return readFileSync(resolve(dirname(replay.file), record.$file), 'utf8');
+    }
+    return Object.fromEntries(Object.entries(record).map(([key, item]) => [key, inline(item)]));
+  };
+  return replay.steps.map(({ line: _line, ...step }) => `${JSON.stringify({ ...step, arguments: inline(step.arguments) })}\n`).join('');
+}
+
 /** Substitutes `{"$file": …}` and `${name.path}` placeholders in a step's arguments. */
 export function resolveArguments(value: unknown, saved: Record<string, unknown>, baseDir: string): unknown {
   if (typeof value === 'string') {

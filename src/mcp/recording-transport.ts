@@ -32,6 +32,8 @@ export class RecordingTransport implements Transport {
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
   private readonly pending = new Map<string | number, PendingCall>();
+  /** `tools/list` requests not yet answered: the answer shows the agent had the tools (the launcher checks it). */
+  private readonly listings = new Set<string | number>();
 
   constructor(
     private readonly inner: Transport,
@@ -86,6 +88,8 @@ export class RecordingTransport implements Transport {
     if (message.method === 'tools/call') {
       const params = (message.params ?? {}) as { name?: string; arguments?: unknown };
       this.pending.set(message.id, { tool: String(params.name), arguments: params.arguments ?? {}, startedAt: Date.now() });
+    } else if (message.method === 'tools/list') {
+      this.listings.add(message.id);
     } else if (message.method === 'initialize') {
       const params = (message.params ?? {}) as { clientInfo?: unknown; protocolVersion?: string };
       this.record('session', 'initialize', { client: params.clientInfo, protocol_version: params.protocolVersion });
@@ -94,6 +98,11 @@ export class RecordingTransport implements Transport {
 
   private observeOutgoing(message: JSONRPCMessage): void {
     if (!('id' in message) || 'method' in message || message.id === undefined) return;
+    if (this.listings.delete(message.id) && 'result' in message) {
+      const { tools } = message.result as { tools?: Array<{ name: string }> };
+      this.record('session', 'tools_listed', { tools: (tools ?? []).map((tool) => tool.name) });
+      return;
+    }
     const call = this.pending.get(message.id);
     if (!call) return;
     this.pending.delete(message.id);

@@ -1,5 +1,5 @@
 import { startProgress } from '../util/progress.js';
-import type { Store } from '../store/store.js';
+import type { RunRow, Store } from '../store/store.js';
 import { bestSubmission, gradedSubmissions } from '../core/submissions.js';
 import { getTask } from '../tasks/task.js';
 
@@ -18,6 +18,8 @@ export interface RunResult {
   baseline: number;
   improvement: number;
   success: boolean;
+  /** Set when the run's infrastructure failed: counted apart, never in the scores. */
+  infrastructure_failure: string | null;
 }
 
 export interface LeaderboardRow {
@@ -34,11 +36,23 @@ export interface LeaderboardRow {
   baseline: number;
   success_rate: number;
   success_margin: number;
+  /** Runs of this group whose infrastructure failed (the agent never had the tools, or exited abnormally): left out of the figures above. */
+  infrastructure_failures: number;
 }
 
-/** Ended runs' results (of one task, or all); runs without a baseline grade yet are left out. */
+/**
+ * A benchmark run: an agent worked in it. A run no tool was called in that `a2rl run` did not
+ * launch is a client's health check (`claude mcp list` starts `serve --task` and leaves), not a result.
+ */
+export function isBenchmarkRun(store: Store, run: RunRow): boolean {
+  return store.hasEvent(run.id, 'tool') || store.hasEvent(run.id, 'agent', 'launched');
+}
+
+/** Ended benchmark runs' results (of one task, or all); runs without a baseline grade yet are left out. */
 export function runResults(store: Store, task?: string): RunResult[] {
-  const runs = store.listRuns().filter((run) => run.state === 'ended' && (task === undefined || run.task_id === task));
+  const runs = store
+    .listRuns()
+    .filter((run) => run.state === 'ended' && (task === undefined || run.task_id === task) && isBenchmarkRun(store, run));
   const progress = startProgress('runs', runs.length);
   try {
     return runs.flatMap((run) => {
@@ -59,6 +73,7 @@ export function runResults(store: Store, task?: string): RunResult[] {
           baseline: baseline.private_score,
           improvement,
           success: improvement >= definition.successMargin,
+          infrastructure_failure: run.infrastructure_failure,
         },
       ];
     });
@@ -107,11 +122,13 @@ const round = (x: number) => Math.round(x * 100) / 100;
 
 export function buildLeaderboard(results: readonly RunResult[]): LeaderboardRow[] {
   const groups = new Map<string, RunResult[]>();
+  const failures = new Map<string, number>();
   for (const result of results) {
     const key = JSON.stringify([result.task, result.agent, result.driver_model]);
-    groups.set(key, [...(groups.get(key) ?? []), result]);
+    if (result.infrastructure_failure !== null) failures.set(key, (failures.get(key) ?? 0) + 1);
+    else groups.set(key, [...(groups.get(key) ?? []), result]);
   }
-  const rows = [...groups.values()].map((group) => {
+  const rows = [...groups.entries()].map(([key, group]) => {
     const finals = group.map((r) => r.final);
     const [low, high] = bootstrapCi(finals);
     const std = standardDeviation(finals);
@@ -128,6 +145,7 @@ export function buildLeaderboard(results: readonly RunResult[]): LeaderboardRow[
       baseline: round(mean(group.map((r) => r.baseline))),
       success_rate: round(group.filter((r) => r.success).length / group.length),
       success_margin: getTask(group[0]!.task).successMargin,
+      infrastructure_failures: failures.get(key) ?? 0,
     };
   });
   return rows.sort((a, b) => a.task.localeCompare(b.task) || b.mean - a.mean || a.agent.localeCompare(b.agent));
@@ -146,6 +164,7 @@ const columns: Array<[string, (row: LeaderboardRow) => string]> = [
   ['mean improvement', (r) => r.mean_improvement.toFixed(2)],
   ['success rate', (r) => r.success_rate.toFixed(2)],
   ['success margin', (r) => String(r.success_margin)],
+  ['infrastructure failures (not counted)', (r) => String(r.infrastructure_failures)],
 ];
 
 export function leaderboardCsv(rows: readonly LeaderboardRow[]): string {

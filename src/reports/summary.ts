@@ -15,6 +15,8 @@ export interface RunSummary {
   label: string | null;
   state: string;
   end_reason: string | null;
+  /** Why the run's infrastructure failed, when it did: then its scores are not the agent's result. */
+  infrastructure_failure: string | null;
   baseline: ScorePair | null;
   /** The submission with the best public score, with its private score: the run's final result. */
   best: GradedSubmission | null;
@@ -45,6 +47,7 @@ export function summarizeRun(store: Store, runId: string): RunSummary {
     label: run.label,
     state: run.state,
     end_reason: run.end_reason,
+    infrastructure_failure: run.infrastructure_failure,
     baseline,
     best,
     last: graded.at(-1) ?? null,

@@ -95,6 +95,8 @@ const migrations: string[] = [
    ALTER TABLE runs ADD COLUMN driver_model TEXT;`,
   // A run's disk account sums its code snapshots without scanning all its events.
   `CREATE INDEX events_by_kind ON events(run_id, kind, name);`,
+  // No silent non-run: why a run's infrastructure failed (the agent never had the tools, exited abnormally); null otherwise.
+  `ALTER TABLE runs ADD COLUMN infrastructure_failure TEXT;`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -131,6 +133,8 @@ export interface RunRow {
   agent: string | null;
   agent_version: string | null;
   driver_model: string | null;
+  /** Why the run's infrastructure failed (the agent never had the tools, or did not exit normally): not the agent's result. */
+  infrastructure_failure: string | null;
 }
 
 export type RunAgent = Pick<RunRow, 'agent' | 'agent_version' | 'driver_model'>;
@@ -245,7 +249,7 @@ export class Store {
 
   // runs
 
-  insertRun(run: Omit<RunRow, 'state' | 'end_reason' | 'ended_at' | keyof RunAgent>): void {
+  insertRun(run: Omit<RunRow, 'state' | 'end_reason' | 'ended_at' | 'infrastructure_failure' | keyof RunAgent>): void {
     this.db
       .prepare(
         `INSERT INTO runs (id, task_id, label, budget, state, dir, sandbox, grader_version, owner, created_at)
@@ -287,6 +291,20 @@ export class Store {
         driver_model: agent.driver_model ?? null,
       }).changes;
     if (changed === 0) throw new Error(`no run ${id} in ${this.path}`);
+  }
+
+  /** Marks a run whose infrastructure failed; reports and the leaderboard count it apart, never as the agent's result. */
+  markInfrastructureFailure(id: string, reason: string): void {
+    this.db.prepare('UPDATE runs SET infrastructure_failure = ? WHERE id = ?').run(reason, id);
+  }
+
+  /** Whether a run recorded an event of this kind (and name). */
+  hasEvent(runId: string, kind: string, name?: string): boolean {
+    const row =
+      name === undefined
+        ? this.db.prepare('SELECT 1 FROM events WHERE run_id = ? AND kind = ? LIMIT 1').get(runId, kind)
+        : this.db.prepare('SELECT 1 FROM events WHERE run_id = ? AND kind = ? AND name = ? LIMIT 1').get(runId, kind, name);
+    return row !== undefined;
   }
 
   /** Hands a run from one server process to another; false when `from` no longer owns it. */

@@ -1,0 +1,254 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { tools } from '../tools/index.js';
+import { agentKind, findExecutable } from '../src/launch/agents.js';
+import type { LaunchedRun } from '../src/launch/launcher.js';
+import { runResults } from '../src/reports/leaderboard.js';
+import { Store } from '../src/store/store.js';
+import { cliEntry } from '../src/util/paths.js';
+import { tweakScript } from './helpers/mcp.js';
+import { type ModelRequest, type ScriptStep, startModelApi } from './helpers/model-apis.js';
+import { tempDir } from './helpers/sandbox.js';
+
+/**
+ * The real agent CLIs, as scripts/setup.sh installs them (versions in docs/operating.md), each
+ * launched by `a2rl run` in its jail over stdio and over HTTP, driven by a scripted model API
+ * on loopback that speaks its provider's protocol. One run per CLI and transport serves every
+ * assertion: the tools offered, every a2rl tool callable, built-ins refused, nothing of the
+ * operator's own configuration reaching the model, a late server, the deadline, the exit code.
+ */
+
+const toolNames = tools.map((tool) => tool.name).sort();
+const clis = [
+  {
+    agent: 'claude-code',
+    /** How the CLI names this server's tools to the model, and what else it offers (nothing of the host). */
+    offered: toolNames.map((name) => `mcp__a2rl__${name}`),
+    builtins: [
+      { tool: 'Bash', arguments: { command: 'touch pwned-by-shell' } },
+      { tool: 'Write', arguments: { file_path: 'pwned-by-write', content: 'x' } },
+    ],
+  },
+  {
+    agent: 'codex',
+    // MCP resources of this server, and a question to the user that nobody answers in exec mode.
+    offered: [
+      'list_mcp_resource_templates',
+      'list_mcp_resources',
+      'read_mcp_resource',
+      'request_user_input',
+      ...toolNames.map((name) => `mcp__a2rl__${name}`),
+    ],
+    builtins: [
+      { tool: 'exec_command', arguments: { cmd: 'touch pwned-by-shell' } },
+      { tool: 'apply_patch', arguments: { input: '*** Begin Patch\n*** Add File: pwned-by-write\n+x\n*** End Patch' } },
+    ],
+  },
+  {
+    agent: 'gemini-cli',
+    offered: ['list_mcp_resources', 'read_mcp_resource', ...toolNames.map((name) => `mcp_a2rl_${name}`)],
+    builtins: [
+      { tool: 'run_shell_command', arguments: { command: 'touch pwned-by-shell' } },
+      // Its write_file shares a2rl's name (offered as mcp_a2rl_write_file): its edit tool creates files too.
+      { tool: 'replace', arguments: { file_path: 'pwned-by-write', old_string: '', new_string: 'x' } },
+    ],
+  },
+] as const;
+
+const home = tempDir('agents');
+/** The operator's own HOME, full of configuration that must never reach a benchmarked agent. */
+const operatorHome = tempDir('agents-operator');
+const decoy = 'DECOY-INSTRUCTIONS-7f3a';
+const decoyServer = { command: '/bin/sh', args: ['-c', `echo ${decoy}`] };
+for (const [file, content] of [
+  ['.claude/CLAUDE.md', decoy],
+  ['.claude.json', JSON.stringify({ mcpServers: { decoy: decoyServer } })],
+  ['.claude/settings.json', JSON.stringify({ env: { DECOY: decoy } })],
+  ['.codex/AGENTS.md', decoy],
+  ['.codex/config.toml', `[mcp_servers.decoy]\ncommand = "/bin/sh"\nargs = ["-c", "echo ${decoy}"]\n`],
+  ['.gemini/GEMINI.md', decoy],
+  ['.gemini/settings.json', JSON.stringify({ mcpServers: { decoy: decoyServer }, tools: { exclude: [] } })],
+] as const) {
+  mkdirSync(join(operatorHome, file, '..'), { recursive: true });
+  writeFileSync(join(operatorHome, file), content);
+}
+// Instruction files in a folder above every run's working folder.
+for (const file of ['CLAUDE.md', 'AGENTS.md', 'GEMINI.md']) writeFileSync(join(home, file), decoy);
+
+/** Makes every `a2rl serve` start 5 s late (the agent's relay sees the bridge, the server behind it is slow). */
+const lateServer = join(tempDir('agents-late'), 'late-server.cjs');
+writeFileSync(lateServer, "if (process.argv.includes('serve')) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5000);\n");
+
+/**
+ * The job id the agent last got in a tool result, not one an error message names: the structured
+ * result's `"job_id": "job-N"` (JSON-escaped in the history) or, where a CLI passes on only the text, `Started job-N`.
+ */
+const lastJobId = (request: ModelRequest) =>
+  [...request.text.matchAll(/(?:job_id\\*"\s*:\s*\\*"|Started )(job-\d+)/g)].at(-1)?.[1] ?? 'job-0';
+
+function script(builtins: ReadonlyArray<{ tool: string; arguments: Record<string, unknown> }>, end: 'text' | 'hang'): ScriptStep[] {
+  return [
+    { call: [{ tool: 'read_instructions' }] },
+    { call: [{ tool: 'list_files', arguments: { path: '.', depth: 1 } }] },
+    { call: [{ tool: 'read_file', arguments: { path: 'instructions.md', max_bytes: 200 } }] },
+    { call: [{ tool: 'write_file', arguments: { path: 'code/note.txt', content: 'scripted' } }] },
+    { call: [{ tool: 'exec', arguments: { command: tweakScript('output/tweaked', 1.01) } }] },
+    { call: [{ tool: 'run_training', arguments: { command: 'sleep 120' } }] },
+    (request) => ({ call: [{ tool: 'job_status', arguments: { job_id: lastJobId(request) } }] }),
+    (request) => ({ call: [{ tool: 'job_logs', arguments: { job_id: lastJobId(request) } }] }),
+    (request) => ({ call: [{ tool: 'cancel_job', arguments: { job_id: lastJobId(request) } }] }),
+    { call: [{ tool: 'launch_rollouts', arguments: { episodes: 1 } }] },
+    { call: [{ tool: 'submit_artifact', arguments: { path: 'output/tweaked' } }] },
+    { call: [{ tool: 'get_score' }] },
+    { call: [{ tool: 'budget_status' }] },
+    { call: builtins.map((builtin) => ({ tool: builtin.tool, arguments: builtin.arguments })) },
+    end === 'text' ? { text: 'Done: submitted output/tweaked.' } : { hang: true },
+  ];
+}
+
+interface Launch {
+  code: number | null;
+  stderr: string;
+  runs: LaunchedRun[];
+  requests: ModelRequest[];
+  stepsServed: number;
+}
+
+async function benchmark(agent: string, transport: 'stdio' | 'http', end: 'text' | 'hang', wall: string): Promise<Launch> {
+  const cli = clis.find((c) => c.agent === agent)!;
+  const api = await startModelApi(script(cli.builtins, end));
+  // Codex takes its model provider from its configuration: a provider on loopback, given on its command line.
+  const codexProvider = [
+    '-c',
+    `model_providers.scripted={name="scripted",base_url="${api.url}/v1",wire_api="responses",env_key="OPENAI_API_KEY",supports_websockets=false}`,
+    '-c',
+    'model_provider="scripted"',
+  ];
+  const args = [
+    ...['--home', home, 'run', '--agent', agent, '--task', 'micro-gsm8k', '--transport', transport, '--json'],
+    ...['--model', 'scripted-model', '--budget', `wall=${wall},submissions=2`, '--grace', '5', `--agent-bind=${lateServer}`],
+    ...(agent === 'codex' ? codexProvider.map((arg) => `--agent-arg=${arg}`) : []),
+  ];
+  const child = spawn(process.execPath, [cliEntry, ...args], {
+    env: {
+      ...process.env,
+      HOME: operatorHome,
+      ANTHROPIC_BASE_URL: api.url,
+      ANTHROPIC_API_KEY: 'sk-scripted',
+      OPENAI_API_KEY: 'sk-scripted',
+      GOOGLE_GEMINI_BASE_URL: api.url,
+      GEMINI_API_KEY: 'scripted',
+      NODE_OPTIONS: `--require ${lateServer}`,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  await api.close();
+  return {
+    code,
+    stderr,
+    runs: stdout ? (JSON.parse(stdout) as LaunchedRun[]) : [],
+    requests: api.requests,
+    stepsServed: api.stepsServed(),
+  };
+}
+
+function withStore<T>(use: (store: Store) => T): T {
+  const store = new Store(join(home, 'store.sqlite'));
+  try {
+    return use(store);
+  } finally {
+    store.close();
+  }
+}
+
+describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_000 }, () => {
+  it('finds the agent CLIs scripts/setup.sh installed', () => {
+    for (const cli of clis) expect(findExecutable(agentKind(cli.agent)), 'run scripts/setup.sh').toBeTruthy();
+  });
+
+  for (const cli of clis) {
+    for (const transport of ['stdio', 'http'] as const) {
+      // Over stdio the run ends when the model is done; over HTTP the model never answers its last request, so the deadline stops the agent.
+      const end = transport === 'stdio' ? 'text' : 'hang';
+      it(`${cli.agent} over ${transport}: only the a2rl tools offered, every one callable, built-ins refused, nothing of the operator's, ${end === 'text' ? 'exit 0' : 'TERM at the deadline'}`, async () => {
+        const started = Date.now();
+        const launched = await benchmark(cli.agent, transport, end, end === 'text' ? '3m' : '60s');
+        expect(launched.code, launched.stderr).toBe(0);
+        expect(launched.runs).toHaveLength(1);
+        const run = launched.runs[0]!;
+        expect(run.infrastructure_failure).toBeNull();
+        if (end === 'text') expect(run).toMatchObject({ exit_code: 0, stopped_at_deadline: false });
+        else {
+          expect(run.stopped_at_deadline).toBe(true);
+          // The whole run is bounded by the wall clock plus the grace, whatever the agent does on TERM.
+          expect(Date.now() - started).toBeLessThan(60_000 + 5_000 + 60_000);
+        }
+
+        // Every request that offered tools offered exactly these, in every turn.
+        const scripted = launched.requests.filter((request) => request.scripted);
+        expect(scripted.length).toBeGreaterThanOrEqual(15);
+        for (const request of scripted) expect([...request.tools].sort()).toEqual([...cli.offered].sort());
+        // The whole script was played: every step got its request.
+        expect(launched.stepsServed).toBe(15);
+        // Nothing of the operator's own instructions, settings or MCP servers reached the model.
+        for (const request of launched.requests) expect(request.text).not.toContain(decoy);
+
+        const workDir = join(home, 'runs', run.run_id, 'agent', 'work');
+        // The built-in shell and file tools were refused: nothing they would have made exists.
+        expect(existsSync(join(workDir, 'pwned-by-shell'))).toBe(false);
+        expect(existsSync(join(workDir, 'pwned-by-write'))).toBe(false);
+        withStore((store) => {
+          const called = store.listEvents(run.run_id, 'tool').map((event) => ({ name: event.name, data: JSON.parse(event.data) }));
+          // Every a2rl tool reached the server, the six that write too.
+          expect([...new Set(called.map((call) => call.name))].sort()).toEqual(toolNames);
+          for (const name of ['write_file', 'exec', 'run_training', 'cancel_job', 'launch_rollouts', 'submit_artifact']) {
+            const call = called.find((c) => c.name === name)!;
+            expect(call.data.error, `${name}: ${JSON.stringify(call.data)}`).toBeUndefined();
+          }
+          expect(store.listSubmissions(run.run_id)).toHaveLength(1);
+          const row = store.getRun(run.run_id)!;
+          expect(row).toMatchObject({ agent: cli.agent, driver_model: 'scripted-model', state: 'ended', infrastructure_failure: null });
+        });
+        if (transport === 'stdio') {
+          // The server started 5 s late, and the agent still had its tools from its first request on.
+          const listed = withStore((store) => store.listEvents(run.run_id, 'session').find((event) => event.name === 'tools_listed')!);
+          const created = withStore((store) => store.getRun(run.run_id)!.created_at);
+          expect(listed.at - created).toBeGreaterThanOrEqual(5_000);
+        }
+      });
+    }
+  }
+
+  it("a client's health check (claude mcp list) leaves a run out of the results", () => {
+    const checkHome = tempDir('agents-health');
+    const claude = findExecutable(agentKind('claude-code'))!;
+    const env = { ...process.env, HOME: checkHome };
+    execFileSync(
+      claude,
+      ['mcp', 'add', '-s', 'user', 'a2rl', '--', process.execPath, cliEntry, '--home', home, 'serve', '--task', 'micro-gsm8k'],
+      {
+        env,
+        cwd: checkHome,
+        encoding: 'utf8',
+      },
+    );
+    const before = withStore((store) => store.listRuns().length);
+    const listed = execFileSync(claude, ['mcp', 'list'], { env, cwd: checkHome, encoding: 'utf8', timeout: 120_000 });
+    expect(listed).toMatch(/a2rl.*Connected/);
+    withStore((store) => {
+      const runs = store.listRuns();
+      expect(runs.length).toBe(before + 1);
+      const check = runs.at(-1)!;
+      expect(check.state).toBe('ended');
+      expect(store.listEvents(check.id, 'tool')).toEqual([]);
+      expect(runResults(store).map((result) => result.run_id)).not.toContain(check.id);
+    });
+  });
+});

@@ -1,0 +1,255 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+
+/**
+ * One step of a scripted model: call tools (by their a2rl name, matched against what the agent
+ * offers; any other name is sent as it is), answer with text, or never answer (the agent waits
+ * until it is stopped). A function makes the step from the request (e.g. a job id it returned).
+ */
+export type ModelStep = { call: Array<{ tool: string; arguments?: Record<string, unknown> }> } | { text: string } | { hang: true };
+export type ScriptStep = ModelStep | ((request: ModelRequest) => ModelStep);
+
+export type Provider = 'anthropic' | 'openai' | 'gemini';
+
+export interface ModelRequest {
+  provider: Provider;
+  path: string;
+  headers: IncomingMessage['headers'];
+  body: any;
+  /** The tool names the agent offered the model in this request. */
+  tools: string[];
+  /** The whole request as text: instructions, history and tool results, to search. */
+  text: string;
+  /** Whether this request was answered from the script (it offered tools) or with a filler. */
+  scripted: boolean;
+}
+
+/** What the agent sent back for each tool call the script made, by the call's id. */
+export interface ToolResultSeen {
+  tool: string;
+  text: string;
+}
+
+const sse = (res: ServerResponse, events: Array<[string | null, unknown]>) => {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  for (const [event, data] of events) res.write(`${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`);
+  res.end();
+};
+
+/** Tool names in a request, per provider's format. */
+function offeredTools(provider: Provider, body: any): string[] {
+  if (provider === 'anthropic') return (body.tools ?? []).map((tool: { name: string }) => tool.name);
+  // Codex groups an MCP server's tools in a namespace (`mcp__a2rl`): listed here as `mcp__a2rl__<tool>`.
+  if (provider === 'openai') {
+    return (body.tools ?? []).flatMap((tool: { name?: string; type: string; tools?: Array<{ name: string }> }) =>
+      tool.type === 'namespace' ? (tool.tools ?? []).map((inner) => `${tool.name}__${inner.name}`) : [tool.name ?? tool.type],
+    );
+  }
+  return (body.tools ?? []).flatMap((group: { functionDeclarations?: Array<{ name: string }> }) =>
+    Object.keys(group).length && group.functionDeclarations ? group.functionDeclarations.map((f) => f.name) : Object.keys(group),
+  );
+}
+
+/**
+ * Real local HTTP servers speaking three model providers' streaming protocols (Anthropic
+ * Messages, OpenAI Responses, Gemini streamGenerateContent), standing in for the paid model
+ * behind a real agent CLI. Each request that offers tools gets the script's next step (tool
+ * calls, or the final text); requests that offer none (titles, checks) get a short filler
+ * text. Every request is kept, so a test can assert what the agent offered and sent.
+ */
+export async function startModelApi(script: ScriptStep[]) {
+  const requests: ModelRequest[] = [];
+  let step = 0;
+  let callId = 0;
+  const server: Server = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (chunk) => (raw += chunk));
+    req.on('end', () => {
+      const path = req.url ?? '';
+      const provider: Provider | undefined = path.startsWith('/v1/messages')
+        ? 'anthropic'
+        : path.startsWith('/v1/responses')
+          ? 'openai'
+          : path.includes(':streamGenerateContent') || path.includes(':generateContent')
+            ? 'gemini'
+            : undefined;
+      if (!provider || req.method !== 'POST') {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: `not scripted: ${req.method} ${path}` } }));
+        return;
+      }
+      let body: any;
+      try {
+        body = JSON.parse(raw || '{}');
+      } catch {
+        body = {};
+      }
+      if (path.includes('count_tokens')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ input_tokens: 10 }));
+        return;
+      }
+      const tools = offeredTools(provider, body);
+      const scripted = tools.length > 0;
+      const request: ModelRequest = { provider, path, headers: req.headers, body, tools, text: raw, scripted };
+      requests.push(request);
+      // After the script: 'Done.', or, when it ended hanging, more hanging (an agent may retry a request that timed out).
+      const last = script.at(-1);
+      const after = typeof last === 'object' && 'hang' in last ? last : { text: 'Done.' };
+      const planned = scripted ? (script[step++] ?? after) : { text: fillerFor(provider, body) };
+      const next = typeof planned === 'function' ? planned(request) : planned;
+      if ('hang' in next) return;
+      const calls =
+        'call' in next
+          ? next.call.map((call) => ({
+              id: `call_${++callId}`,
+              name: tools.find((name) => offeredAs(name, call.tool)) ?? call.tool,
+              arguments: call.arguments ?? {},
+            }))
+          : [];
+      const text = 'text' in next ? next.text : '';
+      if (provider === 'anthropic') answerAnthropic(res, body, calls, text);
+      else if (provider === 'openai') answerOpenAi(res, body, calls, text);
+      else answerGemini(res, path, calls, text);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    /** Scripted (tool-offering) requests only. */
+    scripted: () => requests.filter((request) => request.scripted),
+    /** How many of the script's steps were served. */
+    stepsServed: () => Math.min(step, script.length),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** How each CLI names an MCP server's tool: Claude Code and Codex `mcp__a2rl__exec`, Gemini CLI `mcp_a2rl_exec`. */
+export function offeredAs(offered: string, tool: string): boolean {
+  return offered === tool || offered === `mcp__a2rl__${tool}` || offered === `mcp_a2rl_${tool}`;
+}
+
+/** Gemini's side checks ask for JSON (the next speaker); other fillers are plain text. */
+function fillerFor(provider: Provider, body: any): string {
+  if (provider === 'gemini' && body.generationConfig?.responseMimeType === 'application/json') {
+    return JSON.stringify({ reasoning: 'The task is done.', next_speaker: 'user' });
+  }
+  return 'ok';
+}
+
+type Call = { id: string; name: string; arguments: Record<string, unknown> };
+
+function answerAnthropic(res: ServerResponse, body: any, calls: Call[], text: string): void {
+  const usage = { input_tokens: 10, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+  const message = {
+    id: `msg_${Date.now()}`,
+    type: 'message',
+    role: 'assistant',
+    model: body.model ?? 'scripted',
+    content: [],
+    stop_reason: null,
+    stop_sequence: null,
+    usage,
+  };
+  const events: Array<[string, unknown]> = [['message_start', { type: 'message_start', message }]];
+  const blocks: Array<[unknown, unknown]> = calls.length
+    ? calls.map((call) => [
+        { type: 'tool_use', id: call.id, name: call.name, input: {} },
+        { type: 'input_json_delta', partial_json: JSON.stringify(call.arguments) },
+      ])
+    : [
+        [
+          { type: 'text', text: '' },
+          { type: 'text_delta', text },
+        ],
+      ];
+  blocks.forEach(([start, delta], index) => {
+    events.push(['content_block_start', { type: 'content_block_start', index, content_block: start }]);
+    events.push(['content_block_delta', { type: 'content_block_delta', index, delta }]);
+    events.push(['content_block_stop', { type: 'content_block_stop', index }]);
+  });
+  events.push([
+    'message_delta',
+    {
+      type: 'message_delta',
+      delta: { stop_reason: calls.length ? 'tool_use' : 'end_turn', stop_sequence: null },
+      usage: { output_tokens: 5 },
+    },
+  ]);
+  events.push(['message_stop', { type: 'message_stop' }]);
+  if (body.stream === false) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ ...message, content: [{ type: 'text', text }], stop_reason: 'end_turn' }));
+    return;
+  }
+  sse(res, events);
+}
+
+function answerOpenAi(res: ServerResponse, body: any, calls: Call[], text: string): void {
+  const id = `resp_${Date.now()}`;
+  const namespaces: string[] = (body.tools ?? [])
+    .filter((tool: { type: string }) => tool.type === 'namespace')
+    .map((tool: { name: string }) => tool.name);
+  const named = (name: string) => {
+    const namespace = namespaces.find((ns) => name.startsWith(`${ns}__`));
+    return namespace ? { namespace, name: name.slice(namespace.length + 2) } : { name };
+  };
+  const output = calls.length
+    ? calls.map((call) => ({
+        type: 'function_call',
+        id: `fc_${call.id}`,
+        call_id: call.id,
+        ...named(call.name),
+        arguments: JSON.stringify(call.arguments),
+        status: 'completed',
+      }))
+    : [
+        {
+          type: 'message',
+          id: `msg_${id}`,
+          role: 'assistant',
+          status: 'completed',
+          content: [{ type: 'output_text', text, annotations: [] }],
+        },
+      ];
+  const usage = {
+    input_tokens: 10,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: 5,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: 15,
+  };
+  const events: Array<[string, unknown]> = [
+    ['response.created', { type: 'response.created', response: { id, status: 'in_progress', output: [] } }],
+  ];
+  output.forEach((item, output_index) => {
+    events.push(['response.output_item.added', { type: 'response.output_item.added', output_index, item }]);
+    if (item.type === 'message')
+      events.push([
+        'response.output_text.delta',
+        { type: 'response.output_text.delta', output_index, item_id: item.id, content_index: 0, delta: text },
+      ]);
+    events.push(['response.output_item.done', { type: 'response.output_item.done', output_index, item }]);
+  });
+  events.push(['response.completed', { type: 'response.completed', response: { id, status: 'completed', output, usage } }]);
+  sse(res, events);
+}
+
+function answerGemini(res: ServerResponse, path: string, calls: Call[], text: string): void {
+  const parts = calls.length ? calls.map((call) => ({ functionCall: { name: call.name, args: call.arguments } })) : [{ text }];
+  const chunk = {
+    candidates: [{ content: { role: 'model', parts }, finishReason: 'STOP', index: 0 }],
+    usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 5, totalTokenCount: 15 },
+    modelVersion: 'scripted',
+  };
+  if (path.includes(':streamGenerateContent')) sse(res, [[null, chunk]]);
+  else {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(chunk));
+  }
+}
