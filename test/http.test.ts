@@ -11,6 +11,7 @@ import { cliEntry } from '../src/util/paths.js';
 import { loadReplay, playReplay } from '../src/launch/replay.js';
 import { summarizeRun } from '../src/reports/summary.js';
 import { Store } from '../src/store/store.js';
+import { issueRunToken, RunTokenCache } from '../src/mcp/tokens.js';
 import { getTask } from '../src/tasks/task.js';
 import { call, waitJob } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
@@ -543,6 +544,37 @@ describe('MCP over HTTP: idle sessions', () => {
 
   it('refuses a --session-idle that is not a positive number of seconds', async () => {
     await expect(cliRun(home, ['serve', '--http', '--session-idle', '0'])).rejects.toThrow(/seconds above 0/);
+  });
+});
+
+describe('run token cache', () => {
+  it('answers a token from memory until it may have been revoked, through this store or another process', () => {
+    const path = join(tempDir('tokens'), 'store.sqlite');
+    const store = new Store(path);
+    const other = new Store(path);
+    try {
+      for (const id of ['r1', 'r2']) {
+        store.insertRun({
+          ...{ id, task_id: 'micro-gsm8k', label: null, budget: '{}', dir: '/tmp/x', sandbox: 'bwrap' },
+          ...{ grader_version: 'test', owner: 'test', created_at: Date.now() },
+        });
+      }
+      const [first, second] = [issueRunToken(store, 'r1'), issueRunToken(store, 'r2')];
+      const cache = new RunTokenCache(store);
+      expect(cache.runOf(first)).toBe('r1');
+      expect(cache.runOf(second)).toBe('r2');
+      expect(cache.runOf('wrong')).toBeUndefined();
+      // Another connection (the CLI's a2rl runs revoke) revokes: refused from the next lookup on.
+      other.revokeRun('r1', 'revoked by the operator', Date.now());
+      expect(cache.runOf(first)).toBeUndefined();
+      expect(cache.runOf(second)).toBe('r2');
+      // This connection revokes (the launcher's own engine): refused too.
+      store.revokeRun('r2', 'the agent exited', Date.now());
+      expect(cache.runOf(second)).toBeUndefined();
+    } finally {
+      other.close();
+      store.close();
+    }
   });
 });
 

@@ -233,6 +233,8 @@ export class Store {
   readonly db: Database.Database;
   private readonly statements = new Map<string, Database.Statement>();
   private checkpointer?: Worker;
+  /** Revocations made through this connection, which data_version does not count. */
+  private revocations = 0;
 
   constructor(readonly path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -360,8 +362,18 @@ export class Store {
     return this.statement('SELECT * FROM run_tokens WHERE token_hash = ?').get(tokenHash) as RunTokenRow | undefined;
   }
 
+  /**
+   * Changes whenever a token may have been revoked: on a revocation through this store, or any
+   * commit by another connection (SQLite's data_version), e.g. `a2rl runs revoke`. What was
+   * derived from the tokens before then must be looked up again.
+   */
+  tokensVersion(): string {
+    return `${this.statement('PRAGMA data_version').pluck().get() as number}:${this.revocations}`;
+  }
+
   /** Revokes a run's token and ends the run, in one transaction: a crash cannot leave a revoked run active. Whether the run ended now. */
   revokeRun(runId: string, reason: string, at: number): boolean {
+    this.revocations++;
     return this.db.transaction(() => {
       this.statement('UPDATE run_tokens SET revoked_at = ? WHERE run_id = ? AND revoked_at IS NULL').run(at, runId);
       return this.endRun(runId, reason, at);

@@ -6,6 +6,7 @@ import type { Run } from '../../../core/run.js';
 import type { RecordEvent } from '../../../store/events.js';
 import { Metrics } from '../../metrics.js';
 import { HostGuard, isLoopback, urlHost, wildcardHosts } from './auth.js';
+import { RunTokenCache } from '../../tokens.js';
 import { requestHandler } from './routes.js';
 import { SessionTable } from './sessions.js';
 
@@ -63,6 +64,7 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
     requestHandler({
       engine,
       sessions,
+      tokens: new RunTokenCache(engine.store),
       guard,
       metrics,
       adminToken: options.adminToken,
