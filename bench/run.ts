@@ -8,7 +8,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, lstatSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
@@ -107,10 +107,42 @@ const benchSpec = (workspace: string): SandboxSpec => ({
 async function sandboxStart(backend: SandboxBackend, runs: number) {
   const sandbox = await backend.create(benchSpec(mkdtempSync(join(tmpdir(), 'a2rl-bench-ws-'))));
   try {
-    return await execTrue(sandbox, runs);
+    return latencies(await execTrue(sandbox, runs));
   } finally {
     await sandbox.destroy();
   }
+}
+
+/**
+ * bubblewrap's job start against its floor: `bwrap --unshare-all` with the same system
+ * mounts, /proc, /dev, /tmp and workspace, running `true` straight from this process (no
+ * cgroup, no accounting, no log file), alternating with the sandbox's own exec.
+ */
+async function bubblewrapStart(runs: number) {
+  const workspace = mkdtempSync(join(tmpdir(), 'a2rl-bench-ws-'));
+  const sandbox = await new BubblewrapBackend(benchOwner).create(benchSpec(workspace));
+  const system = ['--ro-bind', '/usr', '/usr'];
+  for (const link of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
+    if (existsSync(link))
+      system.push(...(lstatSync(link).isSymbolicLink() ? ['--symlink', `usr${link}`, link] : ['--ro-bind', link, link]));
+  }
+  const raw = ['--unshare-all', '--die-with-parent', ...system, '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp'];
+  raw.push('--bind', workspace, '/workspace', '--chdir', '/workspace', '--', 'true');
+  const floor: number[] = [];
+  const mine: number[] = [];
+  try {
+    for (let i = 0; i < runs; i++) {
+      const start = performance.now();
+      const code = await new Promise((resolve) => spawn('bwrap', raw, { stdio: 'ignore' }).once('close', resolve));
+      floor.push(performance.now() - start);
+      if (code !== 0) throw new Error(`bwrap ... true exited with ${code}`);
+      mine.push(...(await execTrue(sandbox, 1, `bench-${i}`)));
+    }
+  } finally {
+    await sandbox.destroy();
+  }
+  const [a2rl, bare] = [latencies(mine), latencies(floor)];
+  return { a2rl, raw_bwrap: bare, p50_ratio: round(a2rl.p50_ms / bare.p50_ms), target: { p50_ratio: 1.5 } };
 }
 
 /** A run's sandbox made ready (Docker: its container created and started), and removed again. */
@@ -136,7 +168,7 @@ async function sandboxCreation(backend: SandboxBackend, runs: number) {
   };
 }
 
-async function execTrue(sandbox: SandboxInstance, runs: number) {
+async function execTrue(sandbox: SandboxInstance, runs: number, tag = 'bench'): Promise<number[]> {
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
     const fd = openSync('/dev/null', 'w');
@@ -145,15 +177,14 @@ async function execTrue(sandbox: SandboxInstance, runs: number) {
       command: ['true'],
       limits: { cpus: 1, memoryBytes: 256 * 2 ** 20, pids: 16, gpus: [] },
       output: fd,
-      tag: `bench-${i}`,
+      tag: `${tag}-${i}`,
     });
     closeSync(fd);
     const status = await job.exited;
     times.push(performance.now() - start);
     if (status.exitCode !== 0) throw new Error(`true exited with ${status.exitCode}`);
   }
-  times.sort((a, b) => a - b);
-  return { runs, p50_ms: round(percentile(times, 50)), p99_ms: round(percentile(times, 99)) };
+  return times;
 }
 
 /** Grading of each task's base model from scratch: phase one and, by kind, execution or judging. */
@@ -508,7 +539,7 @@ async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promi
 const home = mkdtempSync(join(tmpdir(), 'a2rl-bench-'));
 const sections: Record<string, () => Promise<unknown>> = {
   budget_status_round_trip_stdio: () => budgetStatusRoundTrip(home, 1000),
-  sandbox_start_exec_true_bwrap: () => sandboxStart(new BubblewrapBackend(benchOwner), 100),
+  sandbox_start_exec_true_bwrap: () => bubblewrapStart(100),
   sandbox_start_exec_true_docker: () => sandboxStart(new DockerBackend({ owner: benchOwner }), 100),
   sandbox_create_docker: () => sandboxCreation(new DockerBackend({ owner: benchOwner }), 10),
   grading_throughput: async () =>
