@@ -530,6 +530,13 @@ function interactiveTaskSpeed(taskId: string) {
   return JSON.parse(result.stdout) as Record<string, number>;
 }
 
+/** The shared decoder against decoding without a cache (bench/decoding.py). */
+function decodingSpeed() {
+  const result = spawnSync('/usr/bin/python3', [join(packageRoot, 'bench', 'decoding.py')], { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`bench/decoding.py failed: ${result.stderr}`);
+  return JSON.parse(result.stdout) as Record<string, unknown>;
+}
+
 async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promise<R[]> {
   const out: R[] = [];
   for (const input of inputs) out.push(await f(input));
@@ -547,6 +554,7 @@ const sections: Record<string, () => Promise<unknown>> = {
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),
   mcp_over_http: () => httpServing(home, 128, 15),
   reports_over_many_runs: async () => reportsOverManyRuns(home, 200, 1000),
+  decoding: async () => decodingSpeed(),
   interactive_env_and_rollouts: async () =>
     Object.fromEntries(
       listTaskIds()

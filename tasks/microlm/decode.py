@@ -54,6 +54,27 @@ def generate(model, prompts, max_new_tokens, temperature=0.0, top_k=None, seed=N
     return out
 
 
+@torch.no_grad()
+def greedy_without_cache(model, prompts, max_new_tokens):
+    """Greedy decoding by its definition, for tests and benchmarks: one prompt at a time, no
+    padding, no cache, the whole sequence through the model for every new token. `generate`
+    gives exactly these completions, many times faster."""
+    keep = model.config.context_len - max_new_tokens - 1
+    out = []
+    for prompt in prompts:
+        seq = [tokenizer.BOS] + tokenizer.encode(prompt, unknown="replace")[-keep:]
+        completion = []
+        for _ in range(max_new_tokens):
+            logits, _ = model(torch.tensor([seq]))
+            token = int(logits[0, -1].argmax())
+            if token == tokenizer.EOS:
+                break
+            completion.append(token)
+            seq.append(token)
+        out.append(tokenizer.decode(completion))
+    return out
+
+
 def _generate_batch(model, seqs, max_new_tokens, temperature, top_k, gen):
     B, L = len(seqs), max(len(s) for s in seqs)
     # Left-pad so every sequence's next token lands in the last column.

@@ -3,7 +3,7 @@
     /usr/bin/python3 tasks/microlm/test_decode.py
 
 Greedy decoding is: run the whole sequence through the model, append the most likely token,
-repeat until EOS or max_new_tokens. `generate` (a KV cache, left-padded batches, finished rows
+repeat until EOS or max_new_tokens (`greedy_without_cache`). `generate` (a KV cache, left-padded batches, finished rows
 leaving the batch) and `episodes.play` (one generate call per environment step) must give
 exactly the tokens of that definition, so that grades do not depend on how decoding is done.
 """
@@ -24,7 +24,7 @@ TASKS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, TASKS_ROOT)
 
 from microlm import checkpoint, episodes, tokenizer  # noqa: E402
-from microlm.decode import generate  # noqa: E402
+from microlm.decode import generate, greedy_without_cache  # noqa: E402
 
 # How each static task's grader turns an evaluation item into a prompt.
 STATIC_PROMPTS = {
@@ -32,22 +32,6 @@ STATIC_PROMPTS = {
     "instruction": lambda package, item: package.format_prompt(item["instruction"]),
     "prompt": lambda package, item: package.format_prompt(item),
 }
-
-
-@torch.no_grad()
-def greedy_by_definition(model, prompt, max_new_tokens):
-    """One prompt, no cache, no padding: the whole sequence through the model at every step."""
-    keep = model.config.context_len - max_new_tokens - 1
-    seq = [tokenizer.BOS] + tokenizer.encode(prompt, unknown="replace")[-keep:]
-    out = []
-    for _ in range(max_new_tokens):
-        logits, _ = model(torch.tensor([seq]))
-        token = int(logits[0, -1].argmax())
-        if token == tokenizer.EOS:
-            break
-        out.append(token)
-        seq.append(token)
-    return tokenizer.decode(out)
 
 
 def tasks():
@@ -96,7 +80,7 @@ class DecoderMatchesDefinition(unittest.TestCase):
                 prompts = [STATIC_PROMPTS[field](package, item) for item in items]
                 # Small batches of mixed lengths: padding, and rows finishing at different steps.
                 cached = generate(model, prompts, 40, batch_size=16)
-                self.assertEqual(cached, [greedy_by_definition(model, p, 40) for p in prompts])
+                self.assertEqual(cached, greedy_without_cache(model, prompts, 40))
                 self.assertTrue(any(cached), "the base model writes something")
 
     def test_play_is_greedy_decoding_token_for_token(self):
@@ -120,7 +104,7 @@ class DecoderMatchesDefinition(unittest.TestCase):
                         episodes.generate = original
 
                 cached = play(generate)
-                by_definition = play(lambda m, prompts, n, **_: [greedy_by_definition(m, p, n) for p in prompts])
+                by_definition = play(lambda m, prompts, n, **_: greedy_without_cache(m, prompts, n))
                 self.assertEqual(cached, by_definition)
                 self.assertGreater(sum(record["length"] for record in cached), len(games))
                 checked += 1
