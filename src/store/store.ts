@@ -391,6 +391,13 @@ export class Store {
     );
   }
 
+  /** Appends events, of any runs, in one transaction: all of them are committed, or none. */
+  insertEvents(events: Array<Omit<EventRow, 'id'>>): void {
+    this.db.transaction(() => {
+      for (const event of events) this.insertEvent(event);
+    })();
+  }
+
   listEvents(runId: string, kind?: string): EventRow[] {
     return kind === undefined
       ? (this.statement('SELECT * FROM events WHERE run_id = ? ORDER BY id').all(runId) as EventRow[])
