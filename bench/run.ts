@@ -4,10 +4,11 @@
  * measures only the sections named (keys of the results) and keeps the others as recorded.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
@@ -34,6 +35,37 @@ const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** di
 /** The bench measures the server's overhead, not its per-run call rate limit: its servers lift it. */
 const unlimitedCalls = ['--calls-per-second', '1000000'];
 
+const bareServerEntry = join(packageRoot, 'dist', 'bench', 'bare-server.js');
+
+/** Latencies of `calls` budget_status calls made one after another, in ms. */
+async function budgetStatusTimes(client: Client, calls: number): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < calls; i++) {
+    const start = performance.now();
+    await client.callTool({ name: 'budget_status', arguments: {} });
+    times.push(performance.now() - start);
+  }
+  return times;
+}
+
+function latencies(times: number[]) {
+  const sorted = [...times].sort((a, b) => a - b);
+  return { calls: times.length, p50_ms: round(percentile(sorted, 50)), p99_ms: round(percentile(sorted, 99)) };
+}
+
+/** Waits until the run's baseline grading (started with the run) is done, so that it does not share the CPUs with a measurement. */
+async function baselineGraded(client: Client): Promise<void> {
+  for (;;) {
+    const score = await client.callTool({ name: 'get_score', arguments: {} });
+    if ((score.structuredContent as { baseline?: { state?: string } }).baseline?.state === 'graded') return;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+/**
+ * budget_status over stdio against its floor, a bare SDK server with one tool (bench/bare-server.ts),
+ * same client: the two are called in alternating blocks, so load from elsewhere falls on both.
+ */
 async function budgetStatusRoundTrip(home: string, calls: number) {
   const { client } = await connectStdio({
     task: 'micro-gsm8k',
@@ -42,18 +74,31 @@ async function budgetStatusRoundTrip(home: string, calls: number) {
     clientName: 'a2rl-bench',
     serverArgs: unlimitedCalls,
   });
+  const bare = new Client({ name: 'a2rl-bench', version: '1' });
+  await bare.connect(new StdioClientTransport({ command: process.execPath, args: [bareServerEntry, 'stdio'], stderr: 'ignore' }));
   try {
-    for (let i = 0; i < 20; i++) await client.callTool({ name: 'budget_status', arguments: {} });
-    const times: number[] = [];
-    for (let i = 0; i < calls; i++) {
-      const start = performance.now();
-      await client.callTool({ name: 'budget_status', arguments: {} });
-      times.push(performance.now() - start);
+    await baselineGraded(client);
+    await budgetStatusTimes(client, 50);
+    await budgetStatusTimes(bare, 50);
+    const a2rl: number[] = [];
+    const floor: number[] = [];
+    const blocks = 10;
+    for (let b = 0; b < blocks; b++) {
+      a2rl.push(...(await budgetStatusTimes(client, calls / blocks)));
+      floor.push(...(await budgetStatusTimes(bare, calls / blocks)));
     }
-    times.sort((a, b) => a - b);
-    return { calls, p50_ms: round(percentile(times, 50)), p99_ms: round(percentile(times, 99)) };
+    const mine = latencies(a2rl);
+    const bareFigures = latencies(floor);
+    return {
+      a2rl: mine,
+      bare_sdk: bareFigures,
+      p50_ratio: round(mine.p50_ms / bareFigures.p50_ms),
+      p99_ratio: round(mine.p99_ms / bareFigures.p99_ms),
+      targets: { p50_ratio: 1.3, p99_ratio: 1.5 },
+    };
   } finally {
     await client.close();
+    await bare.close();
   }
 }
 
@@ -70,10 +115,42 @@ const benchSpec = (workspace: string): SandboxSpec => ({
 async function sandboxStart(backend: SandboxBackend, runs: number) {
   const sandbox = await backend.create(benchSpec(mkdtempSync(join(tmpdir(), 'a2rl-bench-ws-'))));
   try {
-    return await execTrue(sandbox, runs);
+    return latencies(await execTrue(sandbox, runs));
   } finally {
     await sandbox.destroy();
   }
+}
+
+/**
+ * bubblewrap's job start against its floor: `bwrap --unshare-all` with the same system
+ * mounts, /proc, /dev, /tmp and workspace, running `true` straight from this process (no
+ * cgroup, no accounting, no log file), alternating with the sandbox's own exec.
+ */
+async function bubblewrapStart(runs: number) {
+  const workspace = mkdtempSync(join(tmpdir(), 'a2rl-bench-ws-'));
+  const sandbox = await new BubblewrapBackend(benchOwner).create(benchSpec(workspace));
+  const system = ['--ro-bind', '/usr', '/usr'];
+  for (const link of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
+    if (existsSync(link))
+      system.push(...(lstatSync(link).isSymbolicLink() ? ['--symlink', `usr${link}`, link] : ['--ro-bind', link, link]));
+  }
+  const raw = ['--unshare-all', '--die-with-parent', ...system, '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp'];
+  raw.push('--bind', workspace, '/workspace', '--chdir', '/workspace', '--', 'true');
+  const floor: number[] = [];
+  const mine: number[] = [];
+  try {
+    for (let i = 0; i < runs; i++) {
+      const start = performance.now();
+      const code = await new Promise((resolve) => spawn('bwrap', raw, { stdio: 'ignore' }).once('close', resolve));
+      floor.push(performance.now() - start);
+      if (code !== 0) throw new Error(`bwrap ... true exited with ${code}`);
+      mine.push(...(await execTrue(sandbox, 1, `bench-${i}`)));
+    }
+  } finally {
+    await sandbox.destroy();
+  }
+  const [a2rl, bare] = [latencies(mine), latencies(floor)];
+  return { a2rl, raw_bwrap: bare, p50_ratio: round(a2rl.p50_ms / bare.p50_ms), target: { p50_ratio: 1.5 } };
 }
 
 /** A run's sandbox made ready (Docker: its container created and started), and removed again. */
@@ -99,7 +176,7 @@ async function sandboxCreation(backend: SandboxBackend, runs: number) {
   };
 }
 
-async function execTrue(sandbox: SandboxInstance, runs: number) {
+async function execTrue(sandbox: SandboxInstance, runs: number, tag = 'bench'): Promise<number[]> {
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
     const start = performance.now();
@@ -107,14 +184,13 @@ async function execTrue(sandbox: SandboxInstance, runs: number) {
       command: ['true'],
       limits: { cpus: 1, memoryBytes: 256 * 2 ** 20, pids: 16, gpus: [] },
       output: { write: () => undefined },
-      tag: `bench-${i}`,
+      tag: `${tag}-${i}`,
     });
     const status = await job.exited;
     times.push(performance.now() - start);
     if (status.exitCode !== 0) throw new Error(`true exited with ${status.exitCode}`);
   }
-  times.sort((a, b) => a - b);
-  return { runs, p50_ms: round(percentile(times, 50)), p99_ms: round(percentile(times, 99)) };
+  return times;
 }
 
 /** Grading of each task's base model from scratch: phase one and, by kind, execution or judging. */
@@ -239,46 +315,108 @@ async function concurrentBudgetStatus(clients: Client[], callsPerSession: number
       }
     }),
   );
-  const seconds = (performance.now() - start) / 1000;
-  times.sort((a, b) => a - b);
-  return {
-    sessions: clients.length,
-    calls: times.length,
-    p50_ms: round(percentile(times, 50)),
-    p99_ms: round(percentile(times, 99)),
-    calls_per_second: round(times.length / seconds, 1),
-  };
+  return { times, seconds: (performance.now() - start) / 1000 };
+}
+
+/** Every client calls budget_status in a row until `seconds` have passed, all clients at once. */
+async function budgetStatusFor(clients: Client[], seconds: number) {
+  const times: number[] = [];
+  const start = performance.now();
+  const end = start + seconds * 1000;
+  await Promise.all(
+    clients.map(async (client) => {
+      while (performance.now() < end) {
+        const callStart = performance.now();
+        await client.callTool({ name: 'budget_status', arguments: {} });
+        times.push(performance.now() - callStart);
+      }
+    }),
+  );
+  return { times, seconds: (performance.now() - start) / 1000 };
+}
+
+function loadFigures({ times, seconds }: { times: number[]; seconds: number }, sessions: number) {
+  return { sessions, ...latencies(times), calls_per_second: round(times.length / seconds, 1) };
+}
+
+/** The bare SDK Streamable HTTP server (bench/bare-server.ts) on a free loopback port. */
+async function startBareHttpServer(): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [bareServerEntry, 'http'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const url = await new Promise<string>((resolve, reject) => {
+    let stderr = '';
+    child.once('exit', (code) => reject(new Error(`bench/bare-server.js http exited with ${code}: ${stderr}`)));
+    child.stderr!.on('data', (chunk: Buffer) => {
+      stderr += chunk;
+      const match = /listening on (http:\/\/\S+)/.exec(stderr);
+      if (match) resolve(match[1]!);
+    });
+  });
+  return { child, url };
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
 }
 
 /**
- * One `serve --http` process with 32 runs: budget_status latency and throughput over
- * Streamable HTTP with 1, 8 and 32 concurrent sessions (32 saturate it), and the server's
- * resident memory per idle session.
+ * One `serve --http` process with 32 runs, against its floor, the bare SDK Streamable HTTP
+ * server: 32 sessions (one per run) call budget_status for `loadSeconds` on each, in
+ * alternating halves so that load from elsewhere falls on both. Also one session alone, and
+ * the server's resident memory per idle session.
  */
-async function httpServing(home: string, idleSessions: number) {
+async function httpServing(home: string, idleSessions: number, loadSeconds: number) {
   const adminToken = randomBytes(16).toString('hex');
   const server = await startHttpServer(join(home, 'http'), adminToken);
+  const bareServer = await startBareHttpServer();
   try {
     const tokens: string[] = [];
     for (let i = 0; i < 32; i++) tokens.push(await createHttpRun(server.url, adminToken));
     const sessions = await Promise.all(tokens.map((token) => connectHttp(server.url, token)));
+    const bareSessions = await Promise.all(tokens.map(() => connectHttp(bareServer.url, 'none')));
     const clients = sessions.map((session) => session.client);
-    await waitForBaseline(clients[0]!);
+    const bareClients = bareSessions.map((session) => session.client);
+    // The baseline grading every run starts would share the CPUs with the measurement: let it finish first.
+    await baselineGraded(clients[0]!);
     // Idle sessions first: after the load below, V8 heap it freed would absorb them unseen.
     const rssBefore = residentBytes(server.child.pid!);
     const idle = await Promise.all(Array.from({ length: idleSessions }, (_, i) => connectHttp(server.url, tokens[i % tokens.length]!)));
     await new Promise((resolve) => setTimeout(resolve, 2000));
     const rssAfter = residentBytes(server.child.pid!);
     await closeSessions(idle);
-    for (const client of clients) for (let i = 0; i < 10; i++) await client.callTool({ name: 'budget_status', arguments: {} });
-    const roundTrip = {
-      sessions_1: await concurrentBudgetStatus(clients.slice(0, 1), 1000),
-      sessions_8: await concurrentBudgetStatus(clients.slice(0, 8), 250),
-      sessions_32: await concurrentBudgetStatus(clients, 100),
-    };
+    for (const client of [...clients, ...bareClients])
+      for (let i = 0; i < 10; i++) await client.callTool({ name: 'budget_status', arguments: {} });
+    const single = loadFigures(await concurrentBudgetStatus(clients.slice(0, 1), 1000), 1);
+    const bareSingle = loadFigures(await concurrentBudgetStatus(bareClients.slice(0, 1), 1000), 1);
+    const loaded = { times: [] as number[], seconds: 0 };
+    const bareLoaded = { times: [] as number[], seconds: 0 };
+    for (let half = 0; half < 2; half++) {
+      for (const [into, from] of [
+        [loaded, clients],
+        [bareLoaded, bareClients],
+      ] as const) {
+        const { times, seconds } = await budgetStatusFor(from, loadSeconds / 2);
+        into.times.push(...times);
+        into.seconds += seconds;
+      }
+    }
     await closeSessions(sessions);
+    await closeSessions(bareSessions);
+    const mine = loadFigures(loaded, 32);
+    const bare = loadFigures(bareLoaded, 32);
     return {
-      budget_status_round_trip_streamable: roundTrip,
+      budget_status_streamable: {
+        sessions_1: { a2rl: single, bare_sdk: bareSingle },
+        sessions_32: {
+          seconds_each: loadSeconds,
+          a2rl: mine,
+          bare_sdk: bare,
+          throughput_ratio: round(mine.calls_per_second / bare.calls_per_second),
+          p99_ratio: round(mine.p99_ms / bare.p99_ms),
+          targets: { throughput_ratio: 0.85, p99_ratio: 1.3 },
+        },
+      },
       idle_sessions: {
         sessions: idleSessions,
         server_rss_before_mib: round(rssBefore / 2 ** 20, 1),
@@ -287,18 +425,8 @@ async function httpServing(home: string, idleSessions: number) {
       },
     };
   } finally {
-    const exited = new Promise((resolve) => server.child.once('exit', resolve));
-    server.child.kill('SIGTERM');
-    await exited;
-  }
-}
-
-/** Until the baseline grading every run starts has finished, so it does not share the CPUs with a measurement. */
-async function waitForBaseline(client: Client): Promise<void> {
-  for (;;) {
-    const score = await client.callTool({ name: 'get_score', arguments: {} });
-    if ((score.structuredContent as { baseline?: { state?: string } }).baseline?.state === 'graded') return;
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await stopChild(server.child);
+    await stopChild(bareServer.child);
   }
 }
 
@@ -329,8 +457,8 @@ async function manyFilesWorkspace(home: string, files: number, calls: number) {
     const sessions = [await connectHttp(server.url, await createHttpRun(server.url, adminToken))];
     sessions.push(await connectHttp(server.url, await createHttpRun(server.url, adminToken)));
     const [big, other] = sessions.map((s) => s.client) as [Client, Client];
-    await waitForBaseline(big);
-    await waitForBaseline(other);
+    await baselineGraded(big);
+    await baselineGraded(other);
     const [bigEmpty, otherWithout] = await budgetStatusLatencies([big, other], calls);
     const usedNow = async () =>
       ((await big.callTool({ name: 'budget_status', arguments: {} })).structuredContent as { disk_bytes: { used: number } }).disk_bytes
@@ -477,6 +605,13 @@ function interactiveTaskSpeed(taskId: string) {
   return JSON.parse(result.stdout) as Record<string, number>;
 }
 
+/** The shared decoder against decoding without a cache (bench/decoding.py). */
+function decodingSpeed() {
+  const result = spawnSync('/usr/bin/python3', [join(packageRoot, 'bench', 'decoding.py')], { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`bench/decoding.py failed: ${result.stderr}`);
+  return JSON.parse(result.stdout) as Record<string, unknown>;
+}
+
 async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promise<R[]> {
   const out: R[] = [];
   for (const input of inputs) out.push(await f(input));
@@ -486,15 +621,16 @@ async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promi
 const home = mkdtempSync(join(tmpdir(), 'a2rl-bench-'));
 const sections: Record<string, () => Promise<unknown>> = {
   budget_status_round_trip_stdio: () => budgetStatusRoundTrip(home, 1000),
-  sandbox_start_exec_true_bwrap: () => sandboxStart(new BubblewrapBackend(benchOwner), 100),
+  sandbox_start_exec_true_bwrap: () => bubblewrapStart(100),
   sandbox_start_exec_true_docker: () => sandboxStart(new DockerBackend({ owner: benchOwner }), 100),
   sandbox_create_docker: () => sandboxCreation(new DockerBackend({ owner: benchOwner }), 10),
   grading_throughput: async () =>
     Object.fromEntries(await sequential(listTaskIds(), async (id) => [id, await gradingThroughput(home, id)] as const)),
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),
-  mcp_over_http: () => httpServing(home, 128),
+  mcp_over_http: () => httpServing(home, 128, 15),
   many_files_workspace: () => manyFilesWorkspace(home, 150_000, 500),
   reports_over_many_runs: async () => reportsOverManyRuns(home, 200, 1000),
+  decoding: async () => decodingSpeed(),
   interactive_env_and_rollouts: async () =>
     Object.fromEntries(
       listTaskIds()

@@ -153,11 +153,15 @@ export class JobCgroup {
     }
   }
 
-  /** Kills every process left in the cgroup, waits (up to 2 s) for them to go, then removes it. */
+  /**
+   * Kills every process left in the cgroup, waits (up to about 2 s) for them to go, then
+   * removes it. The sandbox's own processes are usually being reaped as the job's exit is
+   * seen: the first waits are a millisecond or two, doubling, not a fixed 50 ms per job.
+   */
   async killAndRemove(): Promise<void> {
-    for (let tries = 0; tries < 40 && this.pids().length > 0; tries++) {
+    for (let waitMs = 1, waited = 0; waited < 2000 && this.pids().length > 0; waited += waitMs, waitMs = Math.min(2 * waitMs, 100)) {
       signalAll(this.pids(), 'SIGKILL');
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
     }
     this.remove();
   }

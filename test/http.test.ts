@@ -11,12 +11,15 @@ import { cliEntry } from '../src/util/paths.js';
 import { loadReplay, playReplay } from '../src/launch/replay.js';
 import { summarizeRun } from '../src/reports/summary.js';
 import { Store } from '../src/store/store.js';
+import { issueRunToken, RunTokenCache } from '../src/mcp/tokens.js';
 import { getTask } from '../src/tasks/task.js';
 import { call, waitJob } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
 
 /** How long the load test keeps its sessions calling; the issue asks for 60 s, which a 2-core CI machine shares badly. */
 const loadSeconds = Number(process.env.A2RL_LOAD_SECONDS ?? 60);
+/** A Python program that runs until it has used `seconds` of its own CPU time: the same charge on a fast core as on a slow one. */
+const burnCpu = (seconds: number) => `import time\nwhile time.process_time() < ${seconds}:\n    pass\n`;
 if (!(loadSeconds > 0)) throw new Error(`A2RL_LOAD_SECONDS must be a positive number of seconds, not "${process.env.A2RL_LOAD_SECONDS}".`);
 const initialize = {
   jsonrpc: '2.0',
@@ -181,7 +184,7 @@ describe('MCP over HTTP', () => {
     // The server serving the run stops its jobs at its next budget check.
     const store = new Store(join(home, 'store.sqlite'));
     try {
-      const deadline = Date.now() + 15_000;
+      const deadline = Date.now() + 60_000;
       while (store.listJobs(victim.run_id, ['training'])[0]!.state === 'running' && Date.now() < deadline) {
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
@@ -276,7 +279,9 @@ describe('MCP over HTTP', () => {
   it('continues the same run after a disconnect: workspace and budget', async () => {
     const before = await open(second.token, 'streamable');
     await call(before, 'write_file', { path: 'code/note.txt', content: 'from session one\n' });
-    await call(before, 'exec', { command: 'python3 -c "sum(range(3_000_000))"' });
+    // Half a second of the job's own CPU time, however fast the core: compute is charged in tenths of a second.
+    await call(before, 'write_file', { path: 'code/burn.py', content: burnCpu(0.5) });
+    await call(before, 'exec', { command: 'python3 code/burn.py' });
     const spent = (await call(before, 'budget_status')).structured;
     await before.close();
     const after = await open(second.token, 'sse');
@@ -284,7 +289,7 @@ describe('MCP over HTTP', () => {
     const budget = (await call(after, 'budget_status')).structured;
     expect(budget.run_id).toBe(second.run_id);
     expect(budget.compute_seconds.used).toBeGreaterThanOrEqual(spent.compute_seconds.used);
-    expect(budget.compute_seconds.used).toBeGreaterThan(0);
+    expect(budget.compute_seconds.used).toBeGreaterThanOrEqual(0.5);
     expect(budget.wall_seconds.used).toBeGreaterThanOrEqual(spent.wall_seconds.used);
   });
 
@@ -293,7 +298,8 @@ describe('MCP over HTTP', () => {
     const before = await open(first.token, 'streamable');
     await call(before, 'write_file', {
       path: 'code/progress.py',
-      content: `import time\nfor step in range(${steps}):\n    sum(range(2_000_000))\n    print('step', step, flush=True)\n    time.sleep(1)\n`,
+      // Each step burns 0.1 s of its own CPU time, so the steps after the disconnect are charged on any core.
+      content: `import time\nfor step in range(${steps}):\n    end = time.process_time() + 0.1\n    while time.process_time() < end:\n        pass\n    print('step', step, flush=True)\n    time.sleep(1)\n`,
     });
     const job = (await call(before, 'run_training', { command: 'python3 code/progress.py' })).structured;
     expect(job.state).toBe('running');
@@ -491,7 +497,8 @@ describe('MCP over HTTP: job limits and load', () => {
           ['write_file', own, () => true],
           ['job_status', { job_id: jobId }, (status) => status.jobs[0].job_id === jobId && status.jobs[0].state === 'succeeded'],
         ];
-        for (let i = 0; Date.now() < deadline.at; i++) await expectCall(...cheapCalls[i % cheapCalls.length]!);
+        // Every cheap tool at least once, however slowly the sessions opened; then until the deadline.
+        for (let i = 0; i < cheapCalls.length || Date.now() < deadline.at; i++) await expectCall(...cheapCalls[i % cheapCalls.length]!);
         callsMade.set(run.run_id, calls);
       }
 
@@ -504,8 +511,7 @@ describe('MCP over HTTP: job limits and load', () => {
       } finally {
         store.close();
       }
-      const total = [...callsMade.values()].reduce((a, b) => a + b, 0);
-      expect(total).toBeGreaterThan(32 * 5);
+      for (const run of runs) expect(callsMade.get(run.run_id), run.run_id).toBeGreaterThanOrEqual(7);
     },
   );
 });
@@ -526,7 +532,7 @@ describe('MCP over HTTP: idle sessions', () => {
     const listening = await connect(server.url, token, 'sse');
     await call(idle, 'write_file', { path: 'code/kept.txt', content: 'kept\n' });
     expect(await sessionsOpen()).toBe(2);
-    const deadline = Date.now() + 15_000;
+    const deadline = Date.now() + 60_000;
     while ((await sessionsOpen()) > 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
     expect(await sessionsOpen()).toBe(1);
     await expect(idle.callTool({ name: 'budget_status', arguments: {} })).rejects.toThrow();
@@ -538,6 +544,37 @@ describe('MCP over HTTP: idle sessions', () => {
 
   it('refuses a --session-idle that is not a positive number of seconds', async () => {
     await expect(cliRun(home, ['serve', '--http', '--session-idle', '0'])).rejects.toThrow(/seconds above 0/);
+  });
+});
+
+describe('run token cache', () => {
+  it('answers a token from memory until it may have been revoked, through this store or another process', () => {
+    const path = join(tempDir('tokens'), 'store.sqlite');
+    const store = new Store(path);
+    const other = new Store(path);
+    try {
+      for (const id of ['r1', 'r2']) {
+        store.insertRun({
+          ...{ id, task_id: 'micro-gsm8k', label: null, budget: '{}', dir: '/tmp/x', sandbox: 'bwrap' },
+          ...{ grader_version: 'test', owner: 'test', created_at: Date.now() },
+        });
+      }
+      const [first, second] = [issueRunToken(store, 'r1'), issueRunToken(store, 'r2')];
+      const cache = new RunTokenCache(store);
+      expect(cache.runOf(first)).toBe('r1');
+      expect(cache.runOf(second)).toBe('r2');
+      expect(cache.runOf('wrong')).toBeUndefined();
+      // Another connection (the CLI's a2rl runs revoke) revokes: refused from the next lookup on.
+      other.revokeRun('r1', 'revoked by the operator', Date.now());
+      expect(cache.runOf(first)).toBeUndefined();
+      expect(cache.runOf(second)).toBe('r2');
+      // This connection revokes (the launcher's own engine): refused too.
+      store.revokeRun('r2', 'the agent exited', Date.now());
+      expect(cache.runOf(second)).toBeUndefined();
+    } finally {
+      other.close();
+      store.close();
+    }
   });
 });
 

@@ -20,4 +20,10 @@ describe('python task suites', () => {
     expect(result.status, result.stderr).toBe(0);
     expect(result.stderr).toMatch(/\nOK\b/);
   });
+
+  it('microlm: the cached decoder is greedy decoding token for token, on every base model', { timeout: 300_000 }, () => {
+    const result = spawnSync('/usr/bin/python3', [join(tasksRoot, 'microlm', 'test_decode.py')], { encoding: 'utf8' });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/\nOK\b/);
+  });
 });

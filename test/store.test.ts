@@ -36,6 +36,29 @@ describe('store', () => {
     second.close();
   });
 
+  it('checkpoints the write-ahead log from a worker thread, not inside a commit, when serving', async () => {
+    const path = join(tempDir('store'), 'store.sqlite');
+    const store = new Store(path);
+    try {
+      store.checkpointInBackground();
+      newRun(store, 'r1');
+      const fileBefore = statSync(path).size;
+      const data = JSON.stringify({ result: 'x'.repeat(400) });
+      for (let i = 0; i < 3000; i++) store.insertEvent({ run_id: 'r1', at: i, t_rel_ms: i, kind: 'tool', name: 'exec', data });
+      // Over 1000 log pages: SQLite's own checkpoint would have run inside one of those commits.
+      expect(statSync(`${path}-wal`).size).toBeGreaterThan(1000 * 4096);
+      expect(statSync(path).size).toBe(fileBefore);
+      const deadline = Date.now() + 60_000;
+      // The events' 1.2 MB reach the database file without this thread checkpointing.
+      const folded = () => statSync(path).size > fileBefore + 3000 * 400;
+      while (!folded() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(folded()).toBe(true);
+      expect(store.listEvents('r1')).toHaveLength(3000);
+    } finally {
+      store.close();
+    }
+  });
+
   it('returns the earlier submission for identical content and refuses past the cap', () => {
     const store = new Store(join(tempDir('store'), 'store.sqlite'));
     newRun(store, 'r1');

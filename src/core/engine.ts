@@ -103,6 +103,7 @@ export class Engine {
     const shortcoming = backend.hostCheck();
     if (shortcoming) logger.warn(shortcoming);
     const store = new Store(join(options.home, 'store.sqlite'));
+    store.checkpointInBackground();
     const jobs = new JobManager(store, logger, owner, new GpuAllocator(options.gpus ?? []), options.logCap);
     const judge = createJudge(options.judge ?? { kind: 'rubric' }, { store, backend, home: options.home });
     const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);

@@ -1,6 +1,5 @@
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
-import type { RecordEvent } from '../store/events.js';
 
 const maxRecordedText = 4000;
 
@@ -15,6 +14,12 @@ function abridge(value: unknown): unknown {
   }
   return value;
 }
+
+/**
+ * Records an event of the session; a promise resolves once it is committed (a group commit,
+ * `GroupCommit`), and a response waits for it.
+ */
+export type RecordSessionEvent = (kind: string, name: string, data: unknown) => void | Promise<void>;
 
 interface PendingCall {
   tool: string;
@@ -37,7 +42,7 @@ export class RecordingTransport implements Transport {
 
   constructor(
     private readonly inner: Transport,
-    private readonly record: RecordEvent,
+    private readonly record: RecordSessionEvent,
   ) {
     inner.onclose = () => this.onclose?.();
     inner.onerror = (error) => this.onerror?.(error);
@@ -65,7 +70,8 @@ export class RecordingTransport implements Transport {
   }
 
   async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
-    this.observeOutgoing(message);
+    const recorded = this.observeOutgoing(message);
+    if (recorded) await recorded;
     return this.inner.send(message, options);
   }
 
@@ -76,11 +82,13 @@ export class RecordingTransport implements Transport {
       const call = requestId === undefined ? undefined : this.pending.get(requestId);
       if (call) {
         this.pending.delete(requestId!);
-        this.record('tool', call.tool, {
-          arguments: call.arguments,
-          error: `cancelled by the client${reason ? `: ${reason}` : ''}`,
-          duration_ms: Date.now() - call.startedAt,
-        });
+        this.unanswered(
+          this.record('tool', call.tool, {
+            arguments: call.arguments,
+            error: `cancelled by the client${reason ? `: ${reason}` : ''}`,
+            duration_ms: Date.now() - call.startedAt,
+          }),
+        );
       }
       return;
     }
@@ -92,11 +100,17 @@ export class RecordingTransport implements Transport {
       this.listings.add(message.id);
     } else if (message.method === 'initialize') {
       const params = (message.params ?? {}) as { clientInfo?: unknown; protocolVersion?: string };
-      this.record('session', 'initialize', { client: params.clientInfo, protocol_version: params.protocolVersion });
+      this.unanswered(this.record('session', 'initialize', { client: params.clientInfo, protocol_version: params.protocolVersion }));
     }
   }
 
-  private observeOutgoing(message: JSONRPCMessage): void {
+  /** An event no response waits for: a failed commit is reported as a transport error. */
+  private unanswered(recorded: void | Promise<void>): void {
+    if (recorded) recorded.catch((error: Error) => this.onerror?.(error));
+  }
+
+  /** Records the tool call a response answers; what `record` returned, to wait for before the response leaves. */
+  private observeOutgoing(message: JSONRPCMessage): void | Promise<void> {
     if (!('id' in message) || 'method' in message || message.id === undefined) return;
     if (this.listings.delete(message.id) && 'result' in message) {
       const { tools } = message.result as { tools?: Array<{ name: string }> };
@@ -108,12 +122,11 @@ export class RecordingTransport implements Transport {
     this.pending.delete(message.id);
     const durationMs = Date.now() - call.startedAt;
     if ('error' in message) {
-      this.record('tool', call.tool, { arguments: call.arguments, error: message.error.message, duration_ms: durationMs });
-      return;
+      return this.record('tool', call.tool, { arguments: call.arguments, error: message.error.message, duration_ms: durationMs });
     }
     const result = message.result as { isError?: boolean; content?: Array<{ type: string; text?: string }>; structuredContent?: unknown };
     const text = result.content?.find((c) => c.type === 'text')?.text ?? '';
-    this.record('tool', call.tool, {
+    return this.record('tool', call.tool, {
       arguments: call.arguments,
       ...(result.isError ? { error: abridge(text) } : { result: abridge(result.structuredContent ?? text) }),
       duration_ms: durationMs,

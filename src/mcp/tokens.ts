@@ -27,6 +27,35 @@ export function runOfToken(store: Store, token: string): string | undefined {
   return row.run_id;
 }
 
+/**
+ * The run each presented token opens, remembered so that a request pays neither the hash nor
+ * the store lookup again, and forgotten whenever a token may have been revoked (the store's
+ * tokensVersion): a revoked token is refused from the next request on.
+ */
+export class RunTokenCache {
+  private readonly runs = new Map<string, string>();
+  private version = '';
+
+  constructor(
+    private readonly store: Store,
+    private readonly maxEntries = 10_000,
+  ) {}
+
+  runOf(token: string): string | undefined {
+    const version = this.store.tokensVersion();
+    if (version !== this.version) {
+      this.runs.clear();
+      this.version = version;
+    }
+    const cached = this.runs.get(token);
+    if (cached !== undefined) return cached;
+    const runId = runOfToken(this.store, token);
+    // Only valid tokens are kept, and not without bound: wrong ones are looked up each time.
+    if (runId !== undefined && this.runs.size < this.maxEntries) this.runs.set(token, runId);
+    return runId;
+  }
+}
+
 export function adminTokenMatches(expected: string, presented: string): boolean {
   return digestsEqual(hashToken(expected), hashToken(presented));
 }

@@ -1,6 +1,23 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+
+/** How often the server's checkpointer folds the write-ahead log into the database file. */
+const checkpointIntervalMs = 1000;
+
+/**
+ * The checkpointer thread: its own connection, a passive checkpoint (it never blocks a writer)
+ * every interval. Evaluated code, so it runs the same from the sources (tests) and from dist.
+ */
+const checkpointerSource = `
+const { workerData } = require('node:worker_threads');
+const Database = require(workerData.sqlite);
+const db = new Database(workerData.path);
+db.pragma('busy_timeout = 5000');
+setInterval(() => db.pragma('wal_checkpoint(PASSIVE)'), workerData.intervalMs);
+`;
 
 /** Each entry upgrades the schema by one version; never edit a shipped entry, append. */
 const migrations: string[] = [
@@ -214,10 +231,16 @@ export interface Usage {
 /**
  * The server's SQLite store: the single source of truth for runs, events, jobs,
  * submissions and grades. WAL mode, and every write is its own committed transaction, so
- * a crash loses nothing that a tool call already reported.
+ * a crash of the server loses nothing that a tool call already reported (synchronous =
+ * NORMAL: a commit is in the log, in the OS's page cache, when the call returns; the
+ * log is fsynced at checkpoints, so a power loss may take back the last ones).
  */
 export class Store {
   readonly db: Database.Database;
+  private readonly statements = new Map<string, Database.Statement>();
+  private checkpointer?: Worker;
+  /** Revocations made through this connection, which data_version does not count. */
+  private revocations = 0;
 
   constructor(readonly path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -227,6 +250,19 @@ export class Store {
     this.db.pragma('foreign_keys = ON');
     this.db.pragma('busy_timeout = 5000');
     this.migrate();
+  }
+
+  /**
+   * The prepared statement of `sql`, compiled once per store: the hot paths (every tool
+   * call records an event and reads the run) then skip SQLite's parser.
+   */
+  private statement(sql: string): Database.Statement {
+    let statement = this.statements.get(sql);
+    if (statement === undefined) {
+      statement = this.db.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
   }
 
   get schemaVersion(): number {
@@ -243,93 +279,123 @@ export class Store {
     upgrade.immediate();
   }
 
+  /**
+   * Moves write-ahead-log checkpoints off this thread, for a server answering tool calls. A
+   * checkpoint copies the log into the database file and fsyncs it (milliseconds); SQLite's
+   * automatic one runs inside whichever commit crosses 1000 log pages, so every few hundred
+   * tool calls one waited for it. A worker thread with its own connection checkpoints every
+   * second instead; should it fail, this connection checkpoints itself again.
+   */
+  checkpointInBackground(): void {
+    if (this.path === ':memory:' || this.checkpointer) return;
+    this.db.pragma('wal_autocheckpoint = 0');
+    const worker = new Worker(checkpointerSource, {
+      eval: true,
+      workerData: { path: this.path, sqlite: createRequire(import.meta.url).resolve('better-sqlite3'), intervalMs: checkpointIntervalMs },
+    });
+    worker.on('error', () => {
+      if (this.db.open) this.db.pragma('wal_autocheckpoint = 1000');
+    });
+    worker.unref();
+    this.checkpointer = worker;
+  }
+
   close(): void {
+    void this.checkpointer?.terminate();
     this.db.close();
   }
 
   // runs
 
   insertRun(run: Omit<RunRow, 'state' | 'end_reason' | 'ended_at' | 'infrastructure_failure' | keyof RunAgent>): void {
-    this.db
-      .prepare(
-        `INSERT INTO runs (id, task_id, label, budget, state, dir, sandbox, grader_version, owner, created_at)
+    this.statement(
+      `INSERT INTO runs (id, task_id, label, budget, state, dir, sandbox, grader_version, owner, created_at)
          VALUES (@id, @task_id, @label, @budget, 'active', @dir, @sandbox, @grader_version, @owner, @created_at)`,
-      )
-      .run(run);
+    ).run(run);
   }
 
   getRun(id: string): RunRow | undefined {
-    return this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
+    return this.statement('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
   }
 
   listRuns(): RunRow[] {
-    return this.db.prepare('SELECT * FROM runs ORDER BY created_at').all() as RunRow[];
+    return this.statement('SELECT * FROM runs ORDER BY created_at').all() as RunRow[];
   }
 
   listActiveRuns(): RunRow[] {
-    return this.db.prepare(`SELECT * FROM runs WHERE state = 'active' ORDER BY created_at`).all() as RunRow[];
+    return this.statement(`SELECT * FROM runs WHERE state = 'active' ORDER BY created_at`).all() as RunRow[];
   }
 
   endRun(id: string, reason: string, at: number): boolean {
-    const changed = this.db
-      .prepare(`UPDATE runs SET state = 'ended', end_reason = ?, ended_at = ? WHERE id = ? AND state = 'active'`)
-      .run(reason, at, id).changes;
+    const changed = this.statement(`UPDATE runs SET state = 'ended', end_reason = ?, ended_at = ? WHERE id = ? AND state = 'active'`).run(
+      reason,
+      at,
+      id,
+    ).changes;
     return changed > 0;
   }
 
   /** Records who is benchmarked in a run; fields left undefined keep their value. */
   setRunAgent(id: string, agent: Partial<RunAgent>): void {
-    const changed = this.db
-      .prepare(
-        `UPDATE runs SET agent = COALESCE(@agent, agent), agent_version = COALESCE(@agent_version, agent_version),
+    const changed = this.statement(
+      `UPDATE runs SET agent = COALESCE(@agent, agent), agent_version = COALESCE(@agent_version, agent_version),
            driver_model = COALESCE(@driver_model, driver_model) WHERE id = @id`,
-      )
-      .run({
-        id,
-        agent: agent.agent ?? null,
-        agent_version: agent.agent_version ?? null,
-        driver_model: agent.driver_model ?? null,
-      }).changes;
+    ).run({
+      id,
+      agent: agent.agent ?? null,
+      agent_version: agent.agent_version ?? null,
+      driver_model: agent.driver_model ?? null,
+    }).changes;
     if (changed === 0) throw new Error(`no run ${id} in ${this.path}`);
   }
 
   /** Marks a run whose infrastructure failed; reports and the leaderboard count it apart, never as the agent's result. */
   markInfrastructureFailure(id: string, reason: string): void {
-    this.db.prepare('UPDATE runs SET infrastructure_failure = ? WHERE id = ?').run(reason, id);
+    this.statement('UPDATE runs SET infrastructure_failure = ? WHERE id = ?').run(reason, id);
   }
 
   /** Whether a run recorded an event of this kind (and name). */
   hasEvent(runId: string, kind: string, name?: string): boolean {
     const row =
       name === undefined
-        ? this.db.prepare('SELECT 1 FROM events WHERE run_id = ? AND kind = ? LIMIT 1').get(runId, kind)
-        : this.db.prepare('SELECT 1 FROM events WHERE run_id = ? AND kind = ? AND name = ? LIMIT 1').get(runId, kind, name);
+        ? this.statement('SELECT 1 FROM events WHERE run_id = ? AND kind = ? LIMIT 1').get(runId, kind)
+        : this.statement('SELECT 1 FROM events WHERE run_id = ? AND kind = ? AND name = ? LIMIT 1').get(runId, kind, name);
     return row !== undefined;
   }
 
   /** Hands a run from one server process to another; false when `from` no longer owns it. */
   claimRun(id: string, from: string, to: string): boolean {
-    return this.db.prepare('UPDATE runs SET owner = ? WHERE id = ? AND owner = ?').run(to, id, from).changes > 0;
+    return this.statement('UPDATE runs SET owner = ? WHERE id = ? AND owner = ?').run(to, id, from).changes > 0;
   }
 
   // run tokens
 
   insertRunToken(runId: string, tokenHash: string, at: number): void {
-    this.db.prepare('INSERT INTO run_tokens (run_id, token_hash, created_at) VALUES (?, ?, ?)').run(runId, tokenHash, at);
+    this.statement('INSERT INTO run_tokens (run_id, token_hash, created_at) VALUES (?, ?, ?)').run(runId, tokenHash, at);
   }
 
   getRunToken(runId: string): RunTokenRow | undefined {
-    return this.db.prepare('SELECT * FROM run_tokens WHERE run_id = ?').get(runId) as RunTokenRow | undefined;
+    return this.statement('SELECT * FROM run_tokens WHERE run_id = ?').get(runId) as RunTokenRow | undefined;
   }
 
   findRunToken(tokenHash: string): RunTokenRow | undefined {
-    return this.db.prepare('SELECT * FROM run_tokens WHERE token_hash = ?').get(tokenHash) as RunTokenRow | undefined;
+    return this.statement('SELECT * FROM run_tokens WHERE token_hash = ?').get(tokenHash) as RunTokenRow | undefined;
+  }
+
+  /**
+   * Changes whenever a token may have been revoked: on a revocation through this store, or any
+   * commit by another connection (SQLite's data_version), e.g. `a2rl runs revoke`. What was
+   * derived from the tokens before then must be looked up again.
+   */
+  tokensVersion(): string {
+    return `${this.statement('PRAGMA data_version').pluck().get() as number}:${this.revocations}`;
   }
 
   /** Revokes a run's token and ends the run, in one transaction: a crash cannot leave a revoked run active. Whether the run ended now. */
   revokeRun(runId: string, reason: string, at: number): boolean {
+    this.revocations++;
     return this.db.transaction(() => {
-      this.db.prepare('UPDATE run_tokens SET revoked_at = ? WHERE run_id = ? AND revoked_at IS NULL').run(at, runId);
+      this.statement('UPDATE run_tokens SET revoked_at = ? WHERE run_id = ? AND revoked_at IS NULL').run(at, runId);
       return this.endRun(runId, reason, at);
     })();
   }
@@ -338,19 +404,24 @@ export class Store {
 
   insertEvent(event: Omit<EventRow, 'id'>): number {
     return Number(
-      this.db
-        .prepare(
-          `INSERT INTO events (run_id, at, t_rel_ms, kind, name, data)
+      this.statement(
+        `INSERT INTO events (run_id, at, t_rel_ms, kind, name, data)
            VALUES (@run_id, @at, @t_rel_ms, @kind, @name, @data)`,
-        )
-        .run(event).lastInsertRowid,
+      ).run(event).lastInsertRowid,
     );
+  }
+
+  /** Appends events, of any runs, in one transaction: all of them are committed, or none. */
+  insertEvents(events: Array<Omit<EventRow, 'id'>>): void {
+    this.db.transaction(() => {
+      for (const event of events) this.insertEvent(event);
+    })();
   }
 
   listEvents(runId: string, kind?: string): EventRow[] {
     return kind === undefined
-      ? (this.db.prepare('SELECT * FROM events WHERE run_id = ? ORDER BY id').all(runId) as EventRow[])
-      : (this.db.prepare('SELECT * FROM events WHERE run_id = ? AND kind = ? ORDER BY id').all(runId, kind) as EventRow[]);
+      ? (this.statement('SELECT * FROM events WHERE run_id = ? ORDER BY id').all(runId) as EventRow[])
+      : (this.statement('SELECT * FROM events WHERE run_id = ? AND kind = ? ORDER BY id').all(runId, kind) as EventRow[]);
   }
 
   // jobs
@@ -363,66 +434,62 @@ export class Store {
     return this.db
       .transaction(() => {
         const id = Number(
-          this.db
-            .prepare(
-              `INSERT INTO jobs (run_id, kind, command, state, resources, charged, episodes_requested, log_path, owner, created_at)
+          this.statement(
+            `INSERT INTO jobs (run_id, kind, command, state, resources, charged, episodes_requested, log_path, owner, created_at)
              VALUES (@run_id, @kind, @command, 'running', @resources, @charged, @episodes_requested, '', @owner, @created_at)`,
-            )
-            .run(job).lastInsertRowid,
+          ).run(job).lastInsertRowid,
         );
-        this.db.prepare('UPDATE jobs SET log_path = ? WHERE id = ?').run(join(logDir, `job-${id}.log`), id);
+        this.statement('UPDATE jobs SET log_path = ? WHERE id = ?').run(join(logDir, `job-${id}.log`), id);
         return this.getJob(id)!;
       })
       .immediate();
   }
 
   getJob(id: number): JobRow | undefined {
-    return this.db.prepare('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
+    return this.statement('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
   }
 
   listJobs(runId: string, kinds?: readonly JobKind[]): JobRow[] {
-    const jobs = this.db.prepare('SELECT * FROM jobs WHERE run_id = ? ORDER BY id').all(runId) as JobRow[];
+    const jobs = this.statement('SELECT * FROM jobs WHERE run_id = ? ORDER BY id').all(runId) as JobRow[];
     return kinds === undefined ? jobs : jobs.filter((job) => kinds.includes(job.kind));
   }
 
   listRunningJobs(): JobRow[] {
-    return this.db.prepare(`SELECT * FROM jobs WHERE state = 'running' ORDER BY id`).all() as JobRow[];
+    return this.statement(`SELECT * FROM jobs WHERE state = 'running' ORDER BY id`).all() as JobRow[];
   }
 
   updateJobUsage(id: number, cpuSeconds: number, gpuSeconds: number): void {
-    this.db.prepare('UPDATE jobs SET cpu_s = ?, gpu_s = ? WHERE id = ?').run(cpuSeconds, gpuSeconds, id);
+    this.statement('UPDATE jobs SET cpu_s = ?, gpu_s = ? WHERE id = ?').run(cpuSeconds, gpuSeconds, id);
   }
 
   finishJob(
     id: number,
     end: Pick<JobRow, 'state' | 'reason' | 'exit_code' | 'signal' | 'cpu_s' | 'gpu_s' | 'episodes_done' | 'result' | 'ended_at'>,
   ): void {
-    this.db
-      .prepare(
-        `UPDATE jobs SET state = @state, reason = @reason, exit_code = @exit_code, signal = @signal, cpu_s = @cpu_s,
+    this.statement(
+      `UPDATE jobs SET state = @state, reason = @reason, exit_code = @exit_code, signal = @signal, cpu_s = @cpu_s,
            gpu_s = @gpu_s, episodes_done = @episodes_done, result = @result, ended_at = @ended_at
          WHERE id = @id AND state = 'running'`,
-      )
-      .run({ id, ...end });
+    ).run({ id, ...end });
   }
 
   // submissions
 
   getSubmission(id: number): SubmissionRow | undefined {
-    return this.db.prepare('SELECT * FROM submissions WHERE id = ?').get(id) as SubmissionRow | undefined;
+    return this.statement('SELECT * FROM submissions WHERE id = ?').get(id) as SubmissionRow | undefined;
   }
 
   findSubmissionByHash(runId: string, contentHash: string): SubmissionRow | undefined {
-    return this.db.prepare('SELECT * FROM submissions WHERE run_id = ? AND content_hash = ?').get(runId, contentHash) as
+    return this.statement('SELECT * FROM submissions WHERE run_id = ? AND content_hash = ?').get(runId, contentHash) as
       SubmissionRow | undefined;
   }
 
   listSubmissions(runId: string): SubmissionRow[] {
-    return this.db.prepare('SELECT * FROM submissions WHERE run_id = ? ORDER BY id').all(runId) as SubmissionRow[];
+    return this.statement('SELECT * FROM submissions WHERE run_id = ? ORDER BY id').all(runId) as SubmissionRow[];
   }
 
   listUnfinishedSubmissions(): SubmissionRow[] {
-    return this.db.prepare(`SELECT * FROM submissions WHERE state IN ('queued', 'grading') ORDER BY id`).all() as SubmissionRow[];
+    return this.statement(`SELECT * FROM submissions WHERE state IN ('queued', 'grading') ORDER BY id`).all() as SubmissionRow[];
   }
 
   /**
@@ -437,15 +504,13 @@ export class Store {
       .transaction(() => {
         const existing = this.findSubmissionByHash(submission.run_id, submission.content_hash);
         if (existing) return { existing };
-        const used = this.db.prepare('SELECT COUNT(*) AS n FROM submissions WHERE run_id = ?').get(submission.run_id) as { n: number };
+        const used = this.statement('SELECT COUNT(*) AS n FROM submissions WHERE run_id = ?').get(submission.run_id) as { n: number };
         if (used.n >= limit) return { capReached: true as const };
         const id = Number(
-          this.db
-            .prepare(
-              `INSERT INTO submissions (run_id, path, note, content_hash, files, bytes, state, created_at)
+          this.statement(
+            `INSERT INTO submissions (run_id, path, note, content_hash, files, bytes, state, created_at)
              VALUES (@run_id, @path, @note, @content_hash, @files, @bytes, 'queued', @created_at)`,
-            )
-            .run(submission).lastInsertRowid,
+          ).run(submission).lastInsertRowid,
         );
         return { inserted: this.getSubmission(id)! };
       })
@@ -453,57 +518,58 @@ export class Store {
   }
 
   setSubmissionState(id: number, state: SubmissionState, error: string | null, at: number | null): void {
-    this.db.prepare('UPDATE submissions SET state = ?, error = ?, graded_at = ? WHERE id = ?').run(state, error, at, id);
+    this.statement('UPDATE submissions SET state = ?, error = ?, graded_at = ? WHERE id = ?').run(state, error, at, id);
   }
 
   // grades
 
   getGrade(taskId: string, graderVersion: string, contentHash: string): GradeRow | undefined {
-    return this.db
-      .prepare('SELECT * FROM grades WHERE task_id = ? AND grader_version = ? AND content_hash = ?')
-      .get(taskId, graderVersion, contentHash) as GradeRow | undefined;
+    return this.statement('SELECT * FROM grades WHERE task_id = ? AND grader_version = ? AND content_hash = ?').get(
+      taskId,
+      graderVersion,
+      contentHash,
+    ) as GradeRow | undefined;
   }
 
   insertGrade(grade: GradeRow): void {
-    this.db
-      .prepare(
-        `INSERT OR IGNORE INTO grades (task_id, grader_version, content_hash, public_score, private_score, details, duration_ms, created_at)
+    this.statement(
+      `INSERT OR IGNORE INTO grades (task_id, grader_version, content_hash, public_score, private_score, details, duration_ms, created_at)
          VALUES (@task_id, @grader_version, @content_hash, @public_score, @private_score, @details, @duration_ms, @created_at)`,
-      )
-      .run(grade);
+    ).run(grade);
   }
 
   // judge cache
 
   getJudgement(key: string): 'a' | 'b' | 'tie' | undefined {
-    const row = this.db.prepare('SELECT preference FROM judge_cache WHERE key = ?').get(key) as
+    const row = this.statement('SELECT preference FROM judge_cache WHERE key = ?').get(key) as
       { preference: 'a' | 'b' | 'tie' } | undefined;
     return row?.preference;
   }
 
   putJudgement(key: string, judge: string, preference: 'a' | 'b' | 'tie'): void {
-    this.db
-      .prepare('INSERT OR IGNORE INTO judge_cache (key, judge, preference, created_at) VALUES (?, ?, ?, ?)')
-      .run(key, judge, preference, Date.now());
+    this.statement('INSERT OR IGNORE INTO judge_cache (key, judge, preference, created_at) VALUES (?, ?, ?, ?)').run(
+      key,
+      judge,
+      preference,
+      Date.now(),
+    );
   }
 
   // budget
 
   /** What a run has consumed so far; running jobs count with their latest sample. */
   usage(runId: string): Usage {
-    const row = this.db
-      .prepare(
-        `SELECT
-           -- GPU jobs are charged GPU-seconds, CPU-only jobs CPU-seconds.
-           COALESCE(SUM(CASE WHEN charged = 0 THEN 0 WHEN gpu_s > 0 THEN gpu_s ELSE cpu_s END), 0) AS compute,
-           COALESCE(SUM(CASE WHEN kind = 'rollouts' THEN
-             CASE WHEN state = 'running' THEN episodes_requested ELSE COALESCE(episodes_done, 0) END
-           ELSE 0 END), 0) AS episodes
-         FROM jobs WHERE run_id = ?`,
-      )
-      .get(runId) as { compute: number; episodes: number };
-    const submissions = this.db.prepare('SELECT COUNT(*) AS n FROM submissions WHERE run_id = ?').get(runId) as { n: number };
-    return { computeSeconds: row.compute, rolloutEpisodes: row.episodes, submissions: submissions.n };
+    const row = this.statement(
+      `SELECT
+         -- GPU jobs are charged GPU-seconds, CPU-only jobs CPU-seconds.
+         COALESCE(SUM(CASE WHEN charged = 0 THEN 0 WHEN gpu_s > 0 THEN gpu_s ELSE cpu_s END), 0) AS compute,
+         COALESCE(SUM(CASE WHEN kind = 'rollouts' THEN
+           CASE WHEN state = 'running' THEN episodes_requested ELSE COALESCE(episodes_done, 0) END
+         ELSE 0 END), 0) AS episodes,
+         (SELECT COUNT(*) FROM submissions WHERE run_id = @run) AS submissions
+       FROM jobs WHERE run_id = @run`,
+    ).get({ run: runId }) as { compute: number; episodes: number; submissions: number };
+    return { computeSeconds: row.compute, rolloutEpisodes: row.episodes, submissions: row.submissions };
   }
 
   /**

@@ -6,6 +6,11 @@
 Returns the completions only (the prompt is not repeated), cut at the first EOS.
 Greedy decoding, and sampling with a given seed, are deterministic for the same
 model, prompts, batch_size and thread count.
+
+Each batch runs the prompts once, then one token per step with the keys and values of
+earlier positions cached (`microlm.model.KVCache`); a row that wrote EOS leaves the batch.
+Greedy output is exactly greedy decoding by definition (tasks/microlm/test_decode.py checks
+it on every task's base model).
 """
 
 import torch
@@ -49,29 +54,57 @@ def generate(model, prompts, max_new_tokens, temperature=0.0, top_k=None, seed=N
     return out
 
 
+@torch.no_grad()
+def greedy_without_cache(model, prompts, max_new_tokens):
+    """Greedy decoding by its definition, for tests and benchmarks: one prompt at a time, no
+    padding, no cache, the whole sequence through the model for every new token. `generate`
+    gives exactly these completions, many times faster."""
+    keep = model.config.context_len - max_new_tokens - 1
+    out = []
+    for prompt in prompts:
+        seq = [tokenizer.BOS] + tokenizer.encode(prompt, unknown="replace")[-keep:]
+        completion = []
+        for _ in range(max_new_tokens):
+            logits, _ = model(torch.tensor([seq]))
+            token = int(logits[0, -1].argmax())
+            if token == tokenizer.EOS:
+                break
+            completion.append(token)
+            seq.append(token)
+        out.append(tokenizer.decode(completion))
+    return out
+
+
 def _generate_batch(model, seqs, max_new_tokens, temperature, top_k, gen):
     B, L = len(seqs), max(len(s) for s in seqs)
     # Left-pad so every sequence's next token lands in the last column.
     idx = torch.full((B, L), tokenizer.PAD, dtype=torch.long)
-    attn_mask = torch.zeros(B, L, dtype=torch.bool)
+    attn_mask = torch.zeros(B, L + max_new_tokens, dtype=torch.bool)
     for row, s in enumerate(seqs):
         idx[row, L - len(s) :] = torch.tensor(s)
-        attn_mask[row, L - len(s) :] = True
-    pos = (attn_mask.long().cumsum(1) - 1).clamp(min=0)  # real tokens start at position 0
-    cache = KVCache(model.config.n_layer)
-    new_tokens = torch.empty(B, 0, dtype=torch.long)
-    done = torch.zeros(B, dtype=torch.bool)
-    logits, _ = model(idx, attn_mask=attn_mask, pos=pos, cache=cache)
+        attn_mask[row, L - len(s) :] = True  # the generated positions are real tokens too
+    pos = (attn_mask[:, :L].long().cumsum(1) - 1).clamp(min=0)  # real tokens start at position 0
+    cache = KVCache(model.config.n_layer, L + max_new_tokens)
+    new_tokens = torch.full((B, max_new_tokens), tokenizer.EOS, dtype=torch.long)
+    # Rows still being decoded (indices into the batch); a finished row leaves the batch, so
+    # the steps after it cost nothing for it. Greedy picks do not depend on the other rows.
+    rows = torch.arange(B)
+    logits, _ = model(idx, attn_mask=attn_mask[:, :L], pos=pos, cache=cache)
+    pos = pos[:, -1:]
     for step in range(max_new_tokens):
         nxt = _pick(logits[:, -1, :], temperature, top_k, gen)
-        nxt = nxt.masked_fill(done, tokenizer.EOS)  # finished rows only pad with EOS
-        new_tokens = torch.cat([new_tokens, nxt.unsqueeze(1)], dim=1)
-        done |= nxt == tokenizer.EOS
-        if bool(done.all()) or step == max_new_tokens - 1:
+        new_tokens[rows, step] = nxt
+        if step == max_new_tokens - 1:
             break
-        attn_mask = torch.cat([attn_mask, torch.ones(B, 1, dtype=torch.bool)], dim=1)
-        pos = pos[:, -1:] + 1
-        logits, _ = model(nxt.unsqueeze(1), attn_mask=attn_mask, pos=pos, cache=cache)
+        going = nxt != tokenizer.EOS
+        if not bool(going.all()):
+            if not bool(going.any()):
+                break
+            kept = going.nonzero().squeeze(1)
+            rows, nxt, pos, attn_mask = rows[kept], nxt[kept], pos[kept], attn_mask[kept]
+            cache.keep(kept)
+        pos = pos + 1
+        logits, _ = model(nxt.unsqueeze(1), attn_mask=attn_mask[:, : L + step + 1], pos=pos, cache=cache)
     texts = []
     for row in new_tokens.tolist():
         if tokenizer.EOS in row:

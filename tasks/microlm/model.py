@@ -36,19 +36,38 @@ class GPTConfig:
 
 
 class KVCache:
-    """Keys and values of the positions already processed, filled in place by
-    `GPT.forward(..., cache=...)`, so that each generation step only runs the new token."""
+    """Keys and values of the positions already processed, written in place by
+    `GPT.forward(..., cache=...)`, so that each generation step only runs the new token.
 
-    def __init__(self, n_layer):
+    The buffers hold `capacity` positions (at most the model's context_len) and are filled
+    from the front, so a step copies only its own keys and values. `keep(rows)` drops the
+    batch rows no longer decoded (finished sequences)."""
+
+    def __init__(self, n_layer, capacity):
         self.keys = [None] * n_layer
         self.values = [None] * n_layer
+        self.capacity = capacity
+        self.length = 0  # positions cached, the same in every layer
 
     def extend(self, layer, k, v):
-        if self.keys[layer] is not None:
-            k = torch.cat([self.keys[layer], k], dim=2)
-            v = torch.cat([self.values[layer], v], dim=2)
-        self.keys[layer], self.values[layer] = k, v
-        return k, v
+        """Appends (B, heads, T, head_dim) keys and values of `layer`; returns all of them so far."""
+        end = self.length + k.size(2)
+        if end > self.capacity:
+            raise ValueError(f"the cache holds {self.capacity} positions; {end} were asked for")
+        if self.keys[layer] is None:
+            B, H, _, D = k.shape
+            self.keys[layer] = k.new_empty(B, H, self.capacity, D)
+            self.values[layer] = v.new_empty(B, H, self.capacity, D)
+        self.keys[layer][:, :, self.length : end] = k
+        self.values[layer][:, :, self.length : end] = v
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+    def keep(self, rows):
+        """Keeps only the batch rows `rows` (a 1-D index tensor), in that order."""
+        for layer, keys in enumerate(self.keys):
+            if keys is not None:
+                self.keys[layer] = keys.index_select(0, rows)
+                self.values[layer] = self.values[layer].index_select(0, rows)
 
 
 class CausalSelfAttention(nn.Module):
@@ -122,20 +141,24 @@ class GPT(nn.Module):
         Returns (logits (B, T, vocab), loss or None).
         """
         B, T = idx.shape
-        past = 0 if cache is None or cache.keys[0] is None else cache.keys[0].size(2)
+        past = 0 if cache is None else cache.length
         S = past + T
         if S > self.config.context_len:
             raise ValueError(f"sequence length {S} exceeds context_len {self.config.context_len}")
         if pos is None:
             pos = torch.arange(past, S, device=idx.device).unsqueeze(0)
         # Query t (absolute position past+t) sees keys 0..past+t that are not padding.
-        mask = torch.ones(T, S, dtype=torch.bool, device=idx.device).tril(diagonal=past)
-        mask = mask.view(1, 1, T, S)
+        if T == 1:
+            mask = torch.ones(1, 1, 1, S, dtype=torch.bool, device=idx.device)  # one new token sees everything before it
+        else:
+            mask = torch.ones(T, S, dtype=torch.bool, device=idx.device).tril(diagonal=past).view(1, 1, T, S)
         if attn_mask is not None:
             mask = mask & attn_mask.view(B, 1, 1, S)
         x = self.tok_emb(idx) + self.pos_emb(pos)
         for block in self.blocks:
             x = block(x, mask, cache)
+        if cache is not None:
+            cache.length = S
         logits = F.linear(self.ln_f(x), self.tok_emb.weight)
         loss = None
         if targets is not None:

@@ -1,7 +1,6 @@
 import type { IncomingMessage } from 'node:http';
-import type { Store } from '../../../store/store.js';
 import { A2rlError } from '../../../util/errors.js';
-import { adminTokenMatches, bearerToken, runOfToken } from '../../tokens.js';
+import { adminTokenMatches, bearerToken, type RunTokenCache } from '../../tokens.js';
 
 const loopbackNames = ['localhost', '127.0.0.1', '[::1]'];
 export const wildcardHosts = ['0.0.0.0', '::', '[::]'];
@@ -38,7 +37,7 @@ export class HostGuard {
 }
 
 /** The run the request's bearer token opens. */
-export function authenticateRun(store: Store, req: IncomingMessage): string {
+export function authenticateRun(tokens: RunTokenCache, req: IncomingMessage): string {
   const token = bearerToken(req.headers.authorization);
   if (token === undefined) {
     throw new A2rlError(
@@ -46,7 +45,7 @@ export function authenticateRun(store: Store, req: IncomingMessage): string {
       'Send "Authorization: Bearer <run token>"; an operator creates runs and tokens with a2rl runs create.',
     );
   }
-  const runId = runOfToken(store, token);
+  const runId = tokens.runOf(token);
   if (runId === undefined)
     throw new A2rlError('UNAUTHORIZED', 'The bearer token is not valid: unknown or revoked. Ask the operator for a token.');
   return runId;

@@ -4,7 +4,7 @@ import type { Engine } from '../../../core/engine.js';
 import { A2rlError, type ErrorCode, isA2rlError } from '../../../util/errors.js';
 import { maxMessageBytes } from '../../message-limit.js';
 import type { Metrics } from '../../metrics.js';
-import { issueRunToken } from '../../tokens.js';
+import { issueRunToken, type RunTokenCache } from '../../tokens.js';
 import { authenticateAdmin, authenticateRun, type HostGuard } from './auth.js';
 import type { SessionTable } from './sessions.js';
 
@@ -28,6 +28,7 @@ const createRunBody = z.object({ task: z.string(), budget: z.string().optional()
 export interface RouteContext {
   engine: Engine;
   sessions: SessionTable;
+  tokens: RunTokenCache;
   guard: HostGuard;
   metrics: Metrics;
   adminToken?: string;
@@ -54,7 +55,7 @@ export function requestHandler(context: RouteContext): (req: IncomingMessage, re
 }
 
 async function route(context: RouteContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const { engine, sessions } = context;
+  const { sessions } = context;
   context.guard.check(req);
   const url = new URL(req.url ?? '/', 'http://localhost');
   const endpoint = `${req.method} ${url.pathname}`;
@@ -63,12 +64,12 @@ async function route(context: RouteContext, req: IncomingMessage, res: ServerRes
   if (context.stopping()) throw new A2rlError('UNAVAILABLE', 'The server is shutting down; connect again in a moment, your run goes on.');
   if (endpoint === 'POST /runs') return createRunOverHttp(context, req, res);
   if (url.pathname === '/mcp') {
-    const runId = authenticateRun(engine.store, req);
+    const runId = authenticateRun(context.tokens, req);
     return sessions.handleStreamable(req, res, runId, req.method === 'POST' ? await readJson(req) : undefined);
   }
-  if (endpoint === 'GET /sse') return sessions.startSse(res, authenticateRun(engine.store, req));
+  if (endpoint === 'GET /sse') return sessions.startSse(res, authenticateRun(context.tokens, req));
   if (endpoint === 'POST /messages') {
-    const runId = authenticateRun(engine.store, req);
+    const runId = authenticateRun(context.tokens, req);
     return sessions.handleSseMessage(req, res, runId, url.searchParams.get('sessionId'), await readJson(req));
   }
   throw new A2rlError(

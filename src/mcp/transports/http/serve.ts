@@ -3,9 +3,11 @@ import type { AddressInfo } from 'node:net';
 import { tools } from '../../../../tools/index.js';
 import type { Engine } from '../../../core/engine.js';
 import type { Run } from '../../../core/run.js';
-import type { RecordEvent } from '../../../store/events.js';
+import { GroupCommit } from '../../../store/events.js';
+import type { RecordSessionEvent } from '../../recording-transport.js';
 import { Metrics } from '../../metrics.js';
 import { HostGuard, isLoopback, urlHost, wildcardHosts } from './auth.js';
+import { RunTokenCache } from '../../tokens.js';
 import { requestHandler } from './routes.js';
 import { SessionTable } from './sessions.js';
 
@@ -48,14 +50,20 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
     jobsRunning: () => engine.jobs.runningCount,
     sessionsOpen: () => sessions.size,
   });
-  /** The run's record, also feeding the tool-call metrics. */
+  /**
+   * The run's record, also feeding the tool-call metrics. The sessions' events are group
+   * committed: answers ready in the same turn of the event loop share one transaction, and
+   * each waits for it.
+   */
+  const commits = new GroupCommit(engine.store);
   const recordFor =
-    (run: Run): RecordEvent =>
+    (run: Run): RecordSessionEvent =>
     (kind, name, data) => {
-      run.record(kind, name, data);
-      if (kind !== 'tool') return;
-      const { error, duration_ms } = data as { error?: unknown; duration_ms: number };
-      metrics.observeToolCall(knownTools.has(name) ? name : 'unknown', error === undefined ? 'ok' : 'error', duration_ms / 1000);
+      if (kind === 'tool') {
+        const { error, duration_ms } = data as { error?: unknown; duration_ms: number };
+        metrics.observeToolCall(knownTools.has(name) ? name : 'unknown', error === undefined ? 'ok' : 'error', duration_ms / 1000);
+      }
+      return commits.record(run.id, run.row.created_at, kind, name, data);
     };
   const sessions = new SessionTable(engine, recordFor);
   const guard = new HostGuard(options.host, options.allowHosts);
@@ -63,6 +71,7 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
     requestHandler({
       engine,
       sessions,
+      tokens: new RunTokenCache(engine.store),
       guard,
       metrics,
       adminToken: options.adminToken,

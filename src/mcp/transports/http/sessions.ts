@@ -5,9 +5,8 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine } from '../../../core/engine.js';
 import type { Run } from '../../../core/run.js';
-import type { RecordEvent } from '../../../store/events.js';
 import { A2rlError } from '../../../util/errors.js';
-import { RecordingTransport } from '../../recording-transport.js';
+import { RecordingTransport, type RecordSessionEvent } from '../../recording-transport.js';
 import { createServer } from '../../server.js';
 
 interface Session {
@@ -37,7 +36,7 @@ export class SessionTable {
   /** @param recordFor the record a session's calls go to: the run's, plus the server's metrics. */
   constructor(
     private readonly engine: Engine,
-    private readonly recordFor: (run: Run) => RecordEvent,
+    private readonly recordFor: (run: Run) => RecordSessionEvent,
   ) {}
 
   get size(): number {
