@@ -23,6 +23,7 @@ export const budgetStatusTool = defineTool({
     rollout_episodes: lineSchema,
     exhausted: z.array(z.string()),
     disk_bytes: lineSchema,
+    compute_measured_by: z.string().describe("Where jobs' CPU time is read from"),
   }),
   annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run) => {
@@ -37,11 +38,12 @@ export const budgetStatusTool = defineTool({
       end_reason: row.end_reason,
       ...budget,
       disk_bytes: disk,
+      compute_measured_by: run.computeAccounting,
     };
     const text = [
       `run ${row.state}${row.end_reason ? ` (${row.end_reason})` : ''}`,
       `wall: ${formatDuration(budget.wall_seconds.used)} of ${formatDuration(budget.wall_seconds.limit)}`,
-      `compute: ${formatDuration(budget.compute_seconds.used)} of ${formatDuration(budget.compute_seconds.limit)} CPU time`,
+      `compute: ${formatDuration(budget.compute_seconds.used)} of ${formatDuration(budget.compute_seconds.limit)} CPU time, measured by ${run.computeAccounting}`,
       `submissions: ${budget.submissions.used} of ${budget.submissions.limit}`,
       `rollout episodes: ${budget.rollout_episodes.used} of ${budget.rollout_episodes.limit}`,
       `workspace disk: ${Math.ceil(disk.used / 2 ** 20)} MiB of ${Math.floor(disk.limit / 2 ** 20)} MiB`,

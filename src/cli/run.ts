@@ -6,6 +6,10 @@ import { launchRuns, type LaunchOptions } from '../launch/launcher.js';
 import { createLogger } from '../util/logger.js';
 import {
   addJudgeOptions,
+  addSandboxOptions,
+  backendSettings,
+  sandboxArgs,
+  type SandboxOptions,
   budgetOption,
   type CliContext,
   idleSecondsOption,
@@ -20,8 +24,7 @@ import { formatSummaryTable } from './summary-table.js';
 /** `a2rl run`: benchmark an agent CLI as it ships. */
 export function addRunCommand(program: Command, { home }: CliContext): void {
   addJudgeOptions(
-    program
-      .command('run')
+    addSandboxOptions(program.command('run'))
       .description(
         'benchmark an agent as it ships: create a run, give the agent an MCP configuration naming only this server and the ' +
           "task prompt, start it in a fresh folder, stop it at the run's wall clock, record it with the run",
@@ -35,7 +38,7 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
       .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m', budgetOption)
       .option('--label <name>', 'label of the runs (default: the agent and model)')
       .option('--repeats <n>', 'independent runs to make', wholeNumberOption, 1)
-      .option('--parallel <n>', `runs at once (at most the CPU count, ${cpus().length})`, wholeNumberOption, 1)
+      .option('--parallel <n>', `runs at once (at most the CPU count, ${cpus().length}, except on slurm)`, wholeNumberOption, 1)
       .addOption(
         new Option(
           '--transport <kind>',
@@ -47,15 +50,25 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
       .option('--grace <seconds>', "between TERM at the wall-clock deadline and KILL of the agent's process group", idleSecondsOption, 15)
       .option('--json', 'print the results as JSON'),
   ).action(
-    async (options: Omit<LaunchOptions, 'graceSeconds' | 'judgeArgs' | 'onLine'> & { grace: number; json?: boolean } & JudgeOptions) => {
+    async (
+      options: Omit<LaunchOptions, 'graceSeconds' | 'serveArgs' | 'onLine'> & { grace: number; json?: boolean } & JudgeOptions &
+        SandboxOptions,
+    ) => {
       // A missing or unknown agent is refused before anything is opened or created.
       findExecutable(agentKind(options.agent));
-      const engine = await Engine.open({ home: home(), judge: judgeConfig(options), recover: false, logger: createLogger().logger });
+      const engine = await Engine.open({
+        home: home(),
+        judge: judgeConfig(options),
+        recover: false,
+        logger: createLogger().logger,
+        sandbox: options.sandbox,
+        backendSettings: backendSettings(options),
+      });
       try {
         const results = await launchRuns(engine, {
           ...options,
           graceSeconds: options.grace,
-          judgeArgs: judgeArgs(options),
+          serveArgs: [...judgeArgs(options), ...sandboxArgs(options)],
           onLine: (line) => process.stderr.write(`a2rl run: ${line}\n`),
         });
         process.stdout.write(

@@ -30,6 +30,7 @@ export async function runOnce(backend: SandboxBackend, request: OneShotRequest):
     env: request.env,
     workdir: request.workdir,
     limits: { cpus: request.limits.cpus, memoryBytes: request.limits.memoryBytes, pids: request.limits.pids },
+    grading: true,
   });
   try {
     const process = sandbox.exec({

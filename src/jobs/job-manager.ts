@@ -1,5 +1,5 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs';
-import type { ExitStatus, ResourceLimits, SandboxInstance, SandboxProcess } from '../../sandbox/contract.js';
+import type { ClusterScheduler, ExitStatus, ResourceLimits, SandboxInstance, SandboxProcess } from '../../sandbox/contract.js';
 import { A2rlError } from '../util/errors.js';
 import { GpuMonitor } from './gpu-usage.js';
 import { GpuAllocator, GpuQueuedProcess } from './gpu-allocator.js';
@@ -15,7 +15,10 @@ export interface JobRequest {
   argv: string[];
   sandbox: SandboxInstance;
   limits: ResourceLimits;
-  /** GPUs the job needs from the server's pool: it waits in the queue until they are free. */
+  /**
+   * GPUs the job needs: it waits in the server's GPU queue until they are free, or, where
+   * the sandbox backend schedules GPUs itself (Slurm), in the backend's queue.
+   */
   gpuCount?: number;
   /** Whether the job's compute counts against the run's budget (grading does not). */
   charged: boolean;
@@ -67,7 +70,24 @@ export class JobManager {
     private readonly logger: Logger,
     private readonly owner: string,
     readonly gpus = new GpuAllocator([]),
+    /** The backend's scheduler where it queues GPU jobs itself: the server's GPU queue then stays empty. */
+    private readonly scheduler?: ClusterScheduler,
   ) {}
+
+  /** The most GPUs one training or rollout job can be given. */
+  gpusPerJob(): number {
+    return this.scheduler ? this.scheduler.maxGpusPerJob() : this.gpus.poolSize('jobs');
+  }
+
+  /** How jobs' compute is measured, for budget_status. */
+  get accounting(): string {
+    return this.scheduler?.accounting ?? "each job's cgroup on the server's host (where cgroups are not writable: wall time × cores)";
+  }
+
+  /** Why a running job has not started yet (queued for GPUs, pending in Slurm), or undefined. */
+  waitingReason(id: number): string | undefined {
+    return this.live.get(id)?.process.waiting?.();
+  }
 
   /** Jobs of all runs running in this process now. */
   get runningCount(): number {
@@ -96,20 +116,21 @@ export class JobManager {
       request.logDir,
     );
     const { id } = row;
-    const launch = (gpus: number[]) => {
+    const launch = (gpus: number[], gpuCount?: number) => {
       const fd = openSync(row.log_path, 'a');
       try {
         const limits = { ...request.limits, gpus };
-        return request.sandbox.exec({ command: request.argv, limits, env: request.env, output: fd, tag: `job-${id}` });
+        return request.sandbox.exec({ command: request.argv, limits, env: request.env, output: fd, tag: `job-${id}`, gpuCount });
       } finally {
         closeSync(fd);
       }
     };
     let process: SandboxProcess;
     try {
-      process = request.gpuCount
-        ? new GpuQueuedProcess(this.gpus, request.kind === 'grading' ? 'grading' : 'jobs', request.gpuCount, launch)
-        : launch(request.limits.gpus);
+      if (request.gpuCount && this.scheduler) process = launch([], request.gpuCount);
+      else if (request.gpuCount) {
+        process = new GpuQueuedProcess(this.gpus, request.kind === 'grading' ? 'grading' : 'jobs', request.gpuCount, launch);
+      } else process = launch(request.limits.gpus);
     } catch (error) {
       this.store.finishJob(id, { ...noUsage, state: 'failed', reason: `could not start: ${String(error)}`, ended_at: Date.now() });
       throw new A2rlError(
@@ -251,10 +272,14 @@ export class JobManager {
 
 const noUsage = { exit_code: null, signal: null, cpu_s: 0, gpu_s: 0, episodes_done: null, result: null };
 
-/** GPUs are held whole for the job's life: GPU-seconds are wall seconds times GPUs, from when the queue gave them. */
+/**
+ * GPUs are held whole for the job's life: GPU-seconds are wall seconds times GPUs, from when
+ * the job began to run (a queue, the server's or the backend's, costs nothing).
+ */
 function gpuSeconds(job: LiveJob, now: number): number {
-  if (job.process instanceof GpuQueuedProcess) return job.process.gpuSeconds(now);
-  return ((now - job.startedAt) / 1000) * job.request.limits.gpus.length;
+  const count = job.request.gpuCount ?? job.request.limits.gpus.length;
+  const since = job.process.runningSince ? job.process.runningSince() : job.startedAt;
+  return since === undefined ? 0 : (Math.max(0, now - since) / 1000) * count;
 }
 
 function classify(status: ExitStatus, limits: ResourceLimits): { state: JobState; reason: string | null } {
