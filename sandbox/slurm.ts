@@ -277,6 +277,8 @@ function jobScript(dir: string, bwrap: string[], pids: number): string {
   return `#!/bin/sh
 dir=${shellWord(dir)}
 PATH=/usr/local/bin:/usr/bin:/bin; export PATH
+# When it began to run (ms since the epoch): GPU time counts from here, however long it pended.
+echo $(($(date +%s%N) / 1000000)) > "$dir/started"
 # Where a cgroup controller is mounted (v1), or the unified hierarchy (v2).
 mnt() { awk -v c="$1" '{ for (i = 7; $i != "-"; i++); if ($(i+1) == "cgroup2" && c == "unified") { print $5; exit } if ($(i+1) != "cgroup") next; n = split($(i+3), o, ","); for (j = 1; j <= n; j++) if (o[j] == c) { print $5; exit } }' /proc/self/mountinfo; }
 own() { awk -F: -v c="$1" '{ n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == c) print $3; if (c == "" && $1 == "0") print $3 }' /proc/self/cgroup; }
@@ -306,12 +308,14 @@ usage() {
 ( while :; do usage > "$dir/usage.tmp" && mv "$dir/usage.tmp" "$dir/usage"; sleep 1; done ) &
 loop=$!
 term() {
+  trapped=1
   for p in $(cat "$procs"); do
     [ "$p" = $$ ] || [ "$p" = "$loop" ] || [ "$(cat /proc/$p/comm 2>/dev/null)" = bwrap ] || kill -TERM "$p" 2>/dev/null
   done
 }
 # USR1: KILL to everything of the job but this script, bwrap too, so that the exit is still written.
 kill_all() {
+  trapped=1
   for p in $(cat "$procs"); do [ "$p" = $$ ] || [ "$p" = "$loop" ] || kill -KILL "$p" 2>/dev/null; done
 }
 trap term TERM
@@ -320,13 +324,13 @@ gpu_devices=
 for g in $(echo "\${SLURM_JOB_GPUS:-}" | tr , ' '); do gpu_devices="$gpu_devices --dev-bind-try /dev/nvidia$g /dev/nvidia$g"; done
 [ -n "$gpu_devices" ] && gpu_devices="$gpu_devices --dev-bind-try /dev/nvidiactl /dev/nvidiactl --dev-bind-try /dev/nvidia-uvm /dev/nvidia-uvm"
 pids_dir=
-if [ -n "$(mnt pids)" ] && mkdir -p "$(mnt pids)/a2rl-slurm/job_$SLURM_JOB_ID" 2>/dev/null; then
-  pids_dir=$(mnt pids)/a2rl-slurm/job_$SLURM_JOB_ID; echo ${pids} > "$pids_dir/pids.max"
+if [ -n "$(mnt pids)" ] && mkdir -p "$(mnt pids)/a2rl-slurm/\${SLURMD_NODENAME}_job_$SLURM_JOB_ID" 2>/dev/null; then
+  pids_dir=$(mnt pids)/a2rl-slurm/\${SLURMD_NODENAME}_job_$SLURM_JOB_ID; echo ${pids} > "$pids_dir/pids.max"
 fi
 sh -c '[ -z "$1" ] || echo $$ > "$1/cgroup.procs" || exit 125; shift; exec "$@"' sh "$pids_dir" bwrap ${bwrap.map(shellWord).join(' ')} < /dev/null &
 child=$!
-wait $child; status=$?
-while kill -0 $child 2>/dev/null; do wait $child; status=$?; done
+# A trapped signal interrupts wait (status 128+n): wait again for the job's own status.
+while :; do trapped=; wait $child; status=$?; [ -n "$trapped" ] || break; done
 kill $loop 2>/dev/null
 set -- $(usage)
 [ -z "$pids_dir" ] || rmdir "$pids_dir" 2>/dev/null
@@ -409,6 +413,9 @@ class SlurmProcess implements SandboxProcess {
   private async terminate(graceMs: number): Promise<ExitStatus> {
     await this.submitted;
     if (this.finalUsage || !this.jobId) return this.exited;
+    // The poll may not have seen it start yet: ask the controller now.
+    if (this.startedRunning === undefined) this.onPoll(await queueEntry(this.jobId));
+    if (this.finalUsage) return this.exited;
     if (this.startedRunning === undefined) {
       // Still pending: it never ran, so it simply leaves the queue.
       await scancel([this.jobId]);
@@ -436,7 +443,11 @@ class SlurmProcess implements SandboxProcess {
     if (entry) {
       this.state = entry.state;
       this.reason = entry.reason;
-      if (entry.state !== 'PENDING' && this.startedRunning === undefined) this.startedRunning = Date.now();
+    }
+    if (this.startedRunning === undefined) {
+      const [startedAt] = readNumbers(join(this.dir, 'started'));
+      if (startedAt) this.startedRunning = startedAt;
+      else if (entry && entry.state !== 'PENDING' && entry.state !== 'GONE') this.startedRunning = Date.now();
     }
     this.log.pump();
     const exit = readNumbers(join(this.dir, 'exit'));
@@ -466,6 +477,15 @@ class SlurmProcess implements SandboxProcess {
     rmSync(this.dir, { recursive: true, force: true });
     this.settle(status);
   }
+}
+
+function queueEntry(jobId: string): Promise<QueueEntry | undefined> {
+  return new Promise((resolve) =>
+    execFile('squeue', ['-h', '-t', 'all', '-j', jobId, '-o', '%T|%r'], (error, stdout) => {
+      const [state, reason] = stdout.trim().split('|');
+      resolve(error || !state ? undefined : { state, reason: reason ?? '' });
+    }),
+  );
 }
 
 function scancel(args: string[]): Promise<void> {

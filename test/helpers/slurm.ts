@@ -1,4 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { hostname } from 'node:os';
@@ -7,7 +8,7 @@ import { processStartTime, signalAll } from '../../sandbox/process-tree.js';
 
 /**
  * A real Slurm cluster on this host for the tests and the bench: munged, slurmctld and two
- * slurmd daemons (`-N n1`, `-N n2`), each node with 2 fake GPUs (character devices made with
+ * slurmd daemons (`-N <prefix>1`, `-N <prefix>2`), each node with 2 fake GPUs (character devices made with
  * mknod, which gres.conf needs: count-only GPU lines drain the node). Nothing is installed
  * here: scripts/setup.sh installs slurmctld, slurmd, slurm-client and munge. Every daemon is
  * stopped by pid in `stop()`; nothing uses systemd.
@@ -46,7 +47,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export async function startLocalSlurm(options: { nodes?: string[]; gpusPerNode?: number; cpus?: number } = {}): Promise<LocalSlurm> {
   const unavailable = localSlurmUnavailable();
   if (unavailable) throw new Error(unavailable);
-  const nodes = options.nodes ?? ['n1', 'n2'];
+  // Node names unique to this cluster: Slurm names its cgroups after them (slurm_<node>), and two clusters
+  // started on one host (two test files, a test and the bench) must never touch each other's jobs.
+  const prefix = `a${randomBytes(2).toString('hex')}n`;
+  const nodes = options.nodes ?? [`${prefix}1`, `${prefix}2`];
   const gpusPerNode = options.gpusPerNode ?? 2;
   // Under /tmp, whose every parent folder is o+x: munge refuses a socket under a folder others cannot reach.
   const dir = mkdtempSync('/tmp/a2rl-slurm-');
