@@ -230,7 +230,7 @@ describe.skipIf(slurmUnavailable)(
       await whenRunning(marker, 60_000);
       const slurmJobs = () => execFileSync('squeue', ['-h', '-o', '%j'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
       // The job is a Slurm job named after its owner, and outlives the server's SIGKILL.
-      expect(slurmJobs()).toEqual([expect.stringMatching(/^a2rl\.\d+-\d+\.job-\d+$/)]);
+      expect(slurmJobs()).toContainEqual(expect.stringMatching(new RegExp(`^a2rl\\.\\d+-\\d+\\.${String(started.structured.job_id)}$`)));
       await killServer(server);
       await sleep(1000);
       expect(markedProcesses(marker).length).toBeGreaterThan(0);
