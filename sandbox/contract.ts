@@ -58,6 +58,11 @@ export interface ExecOptions {
    * {@link SandboxBackend.scheduler}); `limits.gpus` is then empty.
    */
   gpuCount?: number;
+  /**
+   * The job's time limit, where it has one. The job manager stops the job itself when it
+   * passes; a backend that submits jobs (Slurm's `--time`) gives it to its scheduler as a backstop.
+   */
+  timeoutMs?: number;
 }
 
 export interface ExitStatus {

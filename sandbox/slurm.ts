@@ -244,6 +244,8 @@ class SlurmInstance implements SandboxInstance {
       `--cpus-per-task=${Math.max(1, Math.ceil(options.limits.cpus))}`,
       `--mem=${Math.max(1, Math.ceil(options.limits.memoryBytes / 2 ** 20))}M`,
       '--no-requeue',
+      // Whole minutes, one more than the job's own limit: the job manager stops it first, Slurm only if the server is gone.
+      ...(options.timeoutMs !== undefined ? [`--time=${Math.ceil(options.timeoutMs / 60_000) + 1}`] : []),
       ...(gpuCount > 0 ? [`--gres=gpu:${gpuCount}`] : []),
       ...(this.placement.partition ? [`--partition=${this.placement.partition}`] : []),
       ...(this.placement.qos ? [`--qos=${this.placement.qos}`] : []),

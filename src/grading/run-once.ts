@@ -38,6 +38,7 @@ export async function runOnce(backend: SandboxBackend, request: OneShotRequest):
       limits: request.limits,
       output: { captureBytes: request.captureBytes },
       tag: `${request.name}-${Math.random().toString(36).slice(2, 10)}`,
+      timeoutMs: request.timeoutMs,
     });
     let timedOut = false;
     const timer = setTimeout(() => {

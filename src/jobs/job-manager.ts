@@ -120,7 +120,15 @@ export class JobManager {
       const fd = openSync(row.log_path, 'a');
       try {
         const limits = { ...request.limits, gpus };
-        return request.sandbox.exec({ command: request.argv, limits, env: request.env, output: fd, tag: `job-${id}`, gpuCount });
+        return request.sandbox.exec({
+          command: request.argv,
+          limits,
+          env: request.env,
+          output: fd,
+          tag: `job-${id}`,
+          gpuCount,
+          timeoutMs: request.timeoutMs,
+        });
       } finally {
         closeSync(fd);
       }
