@@ -36,7 +36,15 @@ export interface SlurmSettings {
   qos?: string;
   gradingPartition?: string;
   gradingQos?: string;
+  /**
+   * A job whose server has not written its heartbeat for this long ends itself (the server
+   * died and no other took over): default 60 s. The nodes' clocks must agree within seconds.
+   */
+  orphanAfterSeconds?: number;
 }
+
+/** How often a server writes its heartbeat on the shared root while it has sandboxes. */
+const heartbeatMs = 5000;
 
 /** Job names are `a2rl.<owner>.<tag>`: a restarted server finds what a dead one left with squeue. */
 const jobNamePrefix = 'a2rl.';
@@ -73,6 +81,7 @@ export class SlurmBackend implements SandboxBackend {
   readonly scheduler: ClusterScheduler;
   private readonly queue = new SlurmQueue();
   private maxGpus: number | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly owner: string,
@@ -82,6 +91,10 @@ export class SlurmBackend implements SandboxBackend {
       maxGpusPerJob: () => (this.maxGpus ??= clusterMaxGpus()),
       accounting: "each Slurm job's own cgroup on its node (CPU time and peak memory, read every second into the shared root)",
     };
+  }
+
+  private get orphanAfterMs(): number {
+    return (this.settings.orphanAfterSeconds ?? 60) * 1000;
   }
 
   /** Folder of this server's job folders on the shared root. */
@@ -122,7 +135,8 @@ export class SlurmBackend implements SandboxBackend {
     const placement = spec.grading
       ? { partition: this.settings.gradingPartition ?? this.settings.partition, qos: this.settings.gradingQos ?? this.settings.qos }
       : { partition: this.settings.partition, qos: this.settings.qos };
-    return new SlurmInstance(spec, this.owner, this.ownerDir, placement, this.queue);
+    this.beat();
+    return new SlurmInstance(spec, this.owner, this.ownerDir, placement, this.queue, this.orphanAfterMs);
   }
 
   /** After a crash: cancels the Slurm jobs of servers that are gone and removes their folders on the shared root. */
@@ -145,7 +159,25 @@ export class SlurmBackend implements SandboxBackend {
     return removed;
   }
 
+  /**
+   * Writes the time into `<owner dir>/alive` now and every few seconds: the jobs' scripts end
+   * their job when it grows stale. Written in place, not renamed: NFS clients may cache a
+   * renamed file's old name for up to a minute; an empty read (mid-write) counts as fresh.
+   */
+  private beat(): void {
+    if (this.heartbeat) return;
+    const write = () => {
+      mkdirSync(this.ownerDir, { recursive: true });
+      writeFileSync(join(this.ownerDir, 'alive'), String(Date.now()));
+    };
+    write();
+    this.heartbeat = setInterval(write, Math.min(heartbeatMs, this.orphanAfterMs / 3));
+    this.heartbeat.unref();
+  }
+
   async dispose(): Promise<void> {
+    clearInterval(this.heartbeat);
+    this.heartbeat = undefined;
     this.queue.close();
     rmSync(this.ownerDir, { recursive: true, force: true });
   }
@@ -223,6 +255,7 @@ class SlurmInstance implements SandboxInstance {
     private readonly ownerDir: string,
     private readonly placement: { partition?: string; qos?: string },
     private readonly queue: SlurmQueue,
+    private readonly orphanAfterMs: number,
   ) {}
 
   exec(options: ExecOptions): SandboxProcess {
@@ -230,7 +263,11 @@ class SlurmInstance implements SandboxInstance {
     mkdirSync(dir, { recursive: true });
     const gpuCount = options.gpuCount ?? 0;
     const bwrap = bubblewrapArgs(this.spec, options, { count: gpuCount, args: gpuCount > 0 ? [gpuDevicesWord] : [] });
-    writeFileSync(join(dir, 'job.sh'), jobScript(dir, bwrap, options.limits.pids), { mode: 0o700 });
+    writeFileSync(
+      join(dir, 'job.sh'),
+      jobScript(dir, bwrap, options.limits.pids, { file: join(this.ownerDir, 'alive'), staleMs: this.orphanAfterMs }),
+      { mode: 0o700 },
+    );
     const capture = typeof options.output === 'number' ? undefined : options.output.captureBytes;
     const sbatch = [
       '--parsable',
@@ -273,11 +310,13 @@ function shellWord(word: string): string {
  * into `usage` every second; bwrap runs in a pids cgroup of its own where one can be made;
  * TERM from the server (`scancel --batch`) goes to the job's own processes, not to bwrap,
  * so bwrap reports how the job ended (bwrap dies on TERM, and its sandbox with it); USR1
- * kills everything; at the end `exit` holds the status and final usage.
+ * kills everything, and so does the script itself once the server's heartbeat is stale
+ * (the server died and none took over); at the end `exit` holds the status and final usage.
  */
-function jobScript(dir: string, bwrap: string[], pids: number): string {
+function jobScript(dir: string, bwrap: string[], pids: number, heartbeat: { file: string; staleMs: number }): string {
   return `#!/bin/sh
 dir=${shellWord(dir)}
+alive=${shellWord(heartbeat.file)}
 PATH=/usr/local/bin:/usr/bin:/bin; export PATH
 # When it began to run (ms since the epoch): GPU time counts from here, however long it pended.
 echo $(($(date +%s%N) / 1000000)) > "$dir/started"
@@ -307,7 +346,15 @@ usage() {
   fi
   echo "\${cpu:-0} \${peak:-0} \${cur:-0} \${oom:-0}"
 }
-( while :; do usage > "$dir/usage.tmp" && mv "$dir/usage.tmp" "$dir/usage"; sleep 1; done ) &
+# Every second: the usage, and whether the server still beats; a job whose server is gone ends itself (USR1).
+( while :; do
+  usage > "$dir/usage.tmp" && mv "$dir/usage.tmp" "$dir/usage"
+  beat=$(cat "$alive" 2>/dev/null)
+  if [ -n "$beat" ] && [ $(($(date +%s%N) / 1000000 - beat)) -gt ${heartbeat.staleMs} ]; then
+    echo "a2rl: the server that started this job stopped beating; the job ends" >&2; kill -USR1 $$; break
+  fi
+  sleep 1
+done ) &
 loop=$!
 term() {
   trapped=1

@@ -189,7 +189,20 @@ function expectedArgv(agent: string, runId: string, prompt: string, server: Reco
 
 const stdioServer = (runId: string) => ({
   command: process.execPath,
-  args: [cliEntry, '--home', home, 'serve', '--run', runId, '--judge', 'rubric', '--judge-key-env', 'A2RL_JUDGE_API_KEY'],
+  args: [
+    cliEntry,
+    '--home',
+    home,
+    'serve',
+    '--run',
+    runId,
+    '--judge',
+    'rubric',
+    '--judge-key-env',
+    'A2RL_JUDGE_API_KEY',
+    '--sandbox',
+    'bwrap',
+  ],
 });
 
 describe('a2rl run: launching agents', { timeout: 300_000 }, () => {

@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -7,7 +7,7 @@ import type { SandboxInstance } from '../sandbox/contract.js';
 import { SlurmBackend } from '../sandbox/slurm.js';
 import { JobManager } from '../src/jobs/job-manager.js';
 import { Store } from '../src/store/store.js';
-import { cliEntry } from '../src/util/paths.js';
+import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { defaultLimits, liveOwner, makeSandbox, tempDir } from './helpers/sandbox.js';
 import { type LocalSlurm, localSlurmUnavailable, startLocalSlurm } from './helpers/slurm.js';
 
@@ -92,6 +92,34 @@ describe.skipIf(unavailable)(`Slurm backend on a local two-node cluster${unavail
     expect(wall).toBeGreaterThan(11);
     expect(waited.gpu_s).toBeLessThan(wall - 4);
     store.close();
+  });
+
+  it('a job whose server died, with no server taking over, ends itself once the heartbeat is stale', async () => {
+    // A server of its own in a child process (the built backend), killed with its job running.
+    const code = `
+      import { SlurmBackend } from ${JSON.stringify(join(packageRoot, 'dist', 'sandbox', 'slurm.js'))};
+      import { processStartTime } from ${JSON.stringify(join(packageRoot, 'dist', 'sandbox', 'process-tree.js'))};
+      import { openSync } from 'node:fs';
+      const owner = process.pid + '-' + processStartTime(process.pid);
+      const backend = new SlurmBackend(owner, { sharedRoot: '/tmp', orphanAfterSeconds: 3 });
+      const sandbox = await backend.create({ name: 'orphan', mounts: [], hidden: [], env: {}, workdir: '/tmp' });
+      sandbox.exec({ command: ['sleep', '300'], limits: { cpus: 1, memoryBytes: 64 * 2 ** 20, pids: 16, gpus: [] }, output: openSync('/dev/null', 'w'), tag: 'orphan' });
+      process.stdout.write(owner + '\\n');
+      setInterval(() => undefined, 1000);`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const owner = await new Promise<string>((resolve) => child.stdout!.once('data', (chunk: Buffer) => resolve(chunk.toString().trim())));
+    const running = () =>
+      execFileSync('squeue', ['-h', '-t', 'running', '-o', '%j'], { encoding: 'utf8' })
+        .split('\n')
+        .filter((name) => name.startsWith(`a2rl.${owner}.`));
+    for (let i = 0; i < 300 && running().length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(running()).toHaveLength(1);
+    child.kill('SIGKILL');
+    const killedAt = Date.now();
+    while (running().length > 0 && Date.now() - killedAt < 60_000) await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(running()).toEqual([]);
+    // Not before the heartbeat went stale: a server that is only slow keeps its jobs.
+    expect(Date.now() - killedAt).toBeGreaterThan(2000);
   });
 
   it('a2rl doctor reports the cluster: the backend works, GPUs per job, how compute is measured', () => {
