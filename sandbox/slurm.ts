@@ -36,6 +36,8 @@ export interface SlurmSettings {
   qos?: string;
   gradingPartition?: string;
   gradingQos?: string;
+  /** slurm.conf for the Slurm commands, where not the default (`SLURM_CONF`): passed on explicitly, since agents' MCP clients may not pass the environment to their server. */
+  conf?: string;
   /**
    * A job whose server has not written its heartbeat for this long ends itself (the server
    * died and no other took over): default 60 s. The nodes' clocks must agree within seconds.
@@ -79,7 +81,8 @@ const gpuDevicesWord = '\0gpu-devices';
 export class SlurmBackend implements SandboxBackend {
   readonly name = 'slurm';
   readonly scheduler: ClusterScheduler;
-  private readonly queue = new SlurmQueue();
+  private readonly slurm: SlurmCommands;
+  private readonly queue: SlurmQueue;
   private maxGpus: number | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
 
@@ -87,8 +90,10 @@ export class SlurmBackend implements SandboxBackend {
     private readonly owner: string,
     private readonly settings: SlurmSettings = {},
   ) {
+    this.slurm = new SlurmCommands(settings.conf);
+    this.queue = new SlurmQueue(this.slurm);
     this.scheduler = {
-      maxGpusPerJob: () => (this.maxGpus ??= clusterMaxGpus()),
+      maxGpusPerJob: () => (this.maxGpus ??= clusterMaxGpus(this.slurm)),
       accounting: "each Slurm job's own cgroup on its node (CPU time and peak memory, read every second into the shared root)",
     };
   }
@@ -110,7 +115,7 @@ export class SlurmBackend implements SandboxBackend {
     } catch {
       return `the shared root ${sharedRoot} is not a writable folder`;
     }
-    const info = spawnSync('sinfo', ['-h', '-o', '%G'], { encoding: 'utf8' });
+    const info = this.slurm.sync('sinfo', ['-h', '-o', '%G']);
     if (info.error) return `the Slurm client is not installed (${info.error.message}); install the Debian package slurm-client`;
     if (info.status !== 0) return `no Slurm controller answers: ${info.stderr.trim()}`;
     this.maxGpus = maxGpus(info.stdout);
@@ -136,20 +141,20 @@ export class SlurmBackend implements SandboxBackend {
       ? { partition: this.settings.gradingPartition ?? this.settings.partition, qos: this.settings.gradingQos ?? this.settings.qos }
       : { partition: this.settings.partition, qos: this.settings.qos };
     this.beat();
-    return new SlurmInstance(spec, this.owner, this.ownerDir, placement, this.queue, this.orphanAfterMs);
+    return new SlurmInstance(spec, this.owner, this.ownerDir, placement, this.slurm, this.queue, this.orphanAfterMs);
   }
 
   /** After a crash: cancels the Slurm jobs of servers that are gone and removes their folders on the shared root. */
   async sweep(ownerAlive: (owner: string) => boolean): Promise<string[]> {
-    const listed = spawnSync('squeue', ['-h', '-o', '%i|%j'], { encoding: 'utf8' });
+    const listed = this.slurm.sync('squeue', ['-h', '-o', '%i|%j']);
     const removed: string[] = [];
     for (const line of listed.status === 0 ? listed.stdout.trim().split('\n') : []) {
       const [id, name] = line.split('|');
       if (!id || !name?.startsWith(jobNamePrefix)) continue;
       const owner = name.slice(jobNamePrefix.length).split('.')[0]!;
       if (ownerAlive(owner)) continue;
-      spawnSync('scancel', ['--full', '--signal=KILL', id]);
-      spawnSync('scancel', [id]);
+      this.slurm.sync('scancel', ['--full', '--signal=KILL', id]);
+      this.slurm.sync('scancel', [id]);
       removed.push(`${name} (Slurm job ${id})`);
     }
     const base = join(this.settings.sharedRoot ?? '/nonexistent', '.a2rl-slurm');
@@ -193,9 +198,28 @@ function maxGpus(gres: string): number {
   return most;
 }
 
-function clusterMaxGpus(): number {
-  const info = spawnSync('sinfo', ['-h', '-o', '%G'], { encoding: 'utf8' });
+function clusterMaxGpus(slurm: SlurmCommands): number {
+  const info = slurm.sync('sinfo', ['-h', '-o', '%G']);
   return info.status === 0 ? maxGpus(info.stdout) : 0;
+}
+
+/** The Slurm commands, run with the configured slurm.conf. */
+class SlurmCommands {
+  private readonly env: NodeJS.ProcessEnv;
+
+  constructor(conf: string | undefined) {
+    this.env = conf ? { ...process.env, SLURM_CONF: conf } : process.env;
+  }
+
+  sync(command: string, args: string[]) {
+    return spawnSync(command, args, { encoding: 'utf8', env: this.env });
+  }
+
+  run(command: string, args: string[]): Promise<{ error: Error | null; stdout: string; stderr: string }> {
+    return new Promise((resolve) =>
+      execFile(command, args, { env: this.env, maxBuffer: 16 << 20 }, (error, stdout, stderr) => resolve({ error, stdout, stderr })),
+    );
+  }
 }
 
 interface QueueEntry {
@@ -211,6 +235,8 @@ class SlurmQueue {
   private readonly watched = new Map<string, (entry: QueueEntry | undefined) => void>();
   private timer: NodeJS.Timeout | undefined;
   private polling = false;
+
+  constructor(private readonly slurm: SlurmCommands) {}
 
   watch(jobId: string, onPoll: (entry: QueueEntry | undefined) => void): void {
     this.watched.set(jobId, onPoll);
@@ -231,7 +257,7 @@ class SlurmQueue {
     if (this.polling || this.watched.size === 0) return;
     this.polling = true;
     const ids = [...this.watched.keys()];
-    execFile('squeue', ['-h', '-t', 'all', '-j', ids.join(','), '-o', '%i|%T|%r'], { maxBuffer: 16 << 20 }, (error, stdout) => {
+    void this.slurm.run('squeue', ['-h', '-t', 'all', '-j', ids.join(','), '-o', '%i|%T|%r']).then(({ error, stdout }) => {
       this.polling = false;
       // A job the controller no longer knows makes squeue fail for the whole list: each job then looks for its exit file.
       const entries = new Map<string, QueueEntry>();
@@ -254,6 +280,7 @@ class SlurmInstance implements SandboxInstance {
     private readonly owner: string,
     private readonly ownerDir: string,
     private readonly placement: { partition?: string; qos?: string },
+    private readonly slurm: SlurmCommands,
     private readonly queue: SlurmQueue,
     private readonly orphanAfterMs: number,
   ) {}
@@ -288,7 +315,7 @@ class SlurmInstance implements SandboxInstance {
       ...(this.placement.qos ? [`--qos=${this.placement.qos}`] : []),
       join(dir, 'job.sh'),
     ];
-    const job = new SlurmProcess(dir, sbatch, options.output, this.queue);
+    const job = new SlurmProcess(dir, sbatch, options.output, this.slurm, this.queue);
     this.running.add(job);
     void job.exited.then(() => this.running.delete(job));
     return job;
@@ -406,12 +433,13 @@ class SlurmProcess implements SandboxProcess {
     private readonly dir: string,
     sbatch: string[],
     private readonly output: ExecOptions['output'],
+    private readonly slurm: SlurmCommands,
     private readonly queue: SlurmQueue,
   ) {
     this.log = new LogStream(join(dir, 'log'), typeof output === 'number' ? output : undefined);
     this.exited = new Promise((resolve) => (this.settle = resolve));
     this.submitted = new Promise((resolve) => {
-      execFile('sbatch', sbatch, (error, stdout, stderr) => {
+      void this.slurm.run('sbatch', sbatch).then(({ error, stdout, stderr }) => {
         const id = stdout.trim().split(';')[0];
         if (error || !id) {
           this.log.note(`a2rl: Slurm refused the job: ${(stderr || String(error)).trim()}\n`);
@@ -463,23 +491,33 @@ class SlurmProcess implements SandboxProcess {
     await this.submitted;
     if (this.finalUsage || !this.jobId) return this.exited;
     // The poll may not have seen it start yet: ask the controller now.
-    if (this.startedRunning === undefined) this.onPoll(await queueEntry(this.jobId));
+    if (this.startedRunning === undefined) this.onPoll(await this.queueEntry(this.jobId));
     if (this.finalUsage) return this.exited;
     if (this.startedRunning === undefined) {
       // Still pending: it never ran, so it simply leaves the queue.
-      await scancel([this.jobId]);
+      await this.scancel([this.jobId]);
       return this.exited;
     }
     // The job script forwards TERM to the job's processes, and turns USR1 into KILL to all of them (see jobScript).
-    await scancel(['--batch', '--signal=TERM', this.jobId]);
+    await this.scancel(['--batch', '--signal=TERM', this.jobId]);
     if ((await this.exitWithin(graceMs)) === 'exited') return this.exited;
-    await scancel(['--batch', '--signal=USR1', this.jobId]);
+    await this.scancel(['--batch', '--signal=USR1', this.jobId]);
     if ((await this.exitWithin(3000)) === 'exited') return this.exited;
     // The script itself does not answer (its node is lost or overloaded): Slurm kills what is left.
-    await scancel(['--full', '--signal=KILL', this.jobId]);
+    await this.scancel(['--full', '--signal=KILL', this.jobId]);
     this.killed = true;
-    await scancel([this.jobId]);
+    await this.scancel([this.jobId]);
     return this.exited;
+  }
+
+  private async queueEntry(jobId: string): Promise<QueueEntry | undefined> {
+    const { error, stdout } = await this.slurm.run('squeue', ['-h', '-t', 'all', '-j', jobId, '-o', '%T|%r']);
+    const [state, reason] = stdout.trim().split('|');
+    return error || !state ? undefined : { state, reason: reason ?? '' };
+  }
+
+  private async scancel(args: string[]): Promise<void> {
+    await this.slurm.run('scancel', args);
   }
 
   private exitWithin(ms: number): Promise<'exited' | 'timeout'> {
@@ -526,19 +564,6 @@ class SlurmProcess implements SandboxProcess {
     rmSync(this.dir, { recursive: true, force: true });
     this.settle(status);
   }
-}
-
-function queueEntry(jobId: string): Promise<QueueEntry | undefined> {
-  return new Promise((resolve) =>
-    execFile('squeue', ['-h', '-t', 'all', '-j', jobId, '-o', '%T|%r'], (error, stdout) => {
-      const [state, reason] = stdout.trim().split('|');
-      resolve(error || !state ? undefined : { state, reason: reason ?? '' });
-    }),
-  );
-}
-
-function scancel(args: string[]): Promise<void> {
-  return new Promise((resolve) => execFile('scancel', args, () => resolve()));
 }
 
 function readNumbers(path: string): number[] {

@@ -1,5 +1,5 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -120,6 +120,59 @@ describe.skipIf(unavailable)(`Slurm backend on a local two-node cluster${unavail
     expect(running()).toEqual([]);
     // Not before the heartbeat went stale: a server that is only slow keeps its jobs.
     expect(Date.now() - killedAt).toBeGreaterThan(2000);
+  });
+
+  it('a2rl run --sandbox slurm: N runs K at once, their child servers told the backend flags (no SLURM_CONF in their environment)', async () => {
+    const home = tempDir('slurm-run');
+    const replay = join(home, 'replay.jsonl');
+    writeFileSync(
+      replay,
+      [
+        { tool: 'budget_status', expect: [{ field: 'compute_measured_by', equals: backend.scheduler.accounting }] },
+        {
+          tool: 'exec',
+          arguments: { command: 'echo on a node' },
+          expect: [
+            { field: 'exit_code', equals: 0 },
+            { field: 'output', equals: 'on a node\n' },
+          ],
+        },
+      ]
+        .map((step) => JSON.stringify(step))
+        .join('\n'),
+    );
+    const { SLURM_CONF: _, ...env } = process.env;
+    const args = [
+      '--home',
+      home,
+      'run',
+      '--task',
+      'micro-gsm8k',
+      '--json',
+      '--agent',
+      `replay:${replay}`,
+      '--repeats',
+      '2',
+      '--parallel',
+      '2',
+    ];
+    const launched = spawnSync(
+      process.execPath,
+      [cliEntry, ...args, '--sandbox', 'slurm', '--shared-root', '/tmp', '--slurm-conf', cluster.conf],
+      { encoding: 'utf8', env },
+    );
+    expect(launched.status, launched.stderr).toBe(0);
+    const results = JSON.parse(launched.stdout) as Array<{ run_id: string; exit_code: number }>;
+    expect(results.map((r) => r.exit_code)).toEqual([0, 0]);
+    const store = new Store(join(home, 'store.sqlite'));
+    try {
+      for (const { run_id } of results) {
+        expect(store.getRun(run_id)!.sandbox).toBe('slurm');
+        expect(store.listJobs(run_id, ['exec']).map((job) => job.state)).toEqual(['succeeded']);
+      }
+    } finally {
+      store.close();
+    }
   });
 
   it('a2rl doctor reports the cluster: the backend works, GPUs per job, how compute is measured', () => {

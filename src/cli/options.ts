@@ -79,6 +79,7 @@ export interface SandboxOptions {
   slurmQos?: string;
   slurmGradingPartition?: string;
   slurmGradingQos?: string;
+  slurmConf?: string;
 }
 
 /** `--sandbox` and the settings of backends that need some (Slurm), each also set by an environment variable. */
@@ -97,7 +98,8 @@ export function addSandboxOptions(command: Command): Command {
         'A2RL_SLURM_GRADING_PARTITION',
       ),
     )
-    .addOption(new Option('--slurm-grading-qos <name>', 'slurm: QOS of grading (default: the agents’)').env('A2RL_SLURM_GRADING_QOS'));
+    .addOption(new Option('--slurm-grading-qos <name>', 'slurm: QOS of grading (default: the agents’)').env('A2RL_SLURM_GRADING_QOS'))
+    .addOption(new Option('--slurm-conf <file>', "slurm: the cluster's slurm.conf, where not Slurm's default").env('SLURM_CONF'));
 }
 
 export function backendSettings(options: SandboxOptions): BackendSettings {
@@ -108,6 +110,7 @@ export function backendSettings(options: SandboxOptions): BackendSettings {
       qos: options.slurmQos,
       gradingPartition: options.slurmGradingPartition,
       gradingQos: options.slurmGradingQos,
+      conf: options.slurmConf,
     },
   };
 }
@@ -121,6 +124,7 @@ export function sandboxArgs(options: SandboxOptions): string[] {
     ['--slurm-qos', options.slurmQos],
     ['--slurm-grading-partition', options.slurmGradingPartition],
     ['--slurm-grading-qos', options.slurmGradingQos],
+    ['--slurm-conf', options.slurmConf],
   ];
   return flags.flatMap(([flag, value]) => (value === undefined ? [] : [flag, value]));
 }
