@@ -8,12 +8,14 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { DockerBackend } from '../sandbox/docker.js';
+import { SlurmBackend } from '../sandbox/slurm.js';
+import { startLocalSlurm } from '../test/helpers/slurm.js';
 import { processStartTime } from '../sandbox/process-tree.js';
 import type { SandboxBackend, SandboxInstance, SandboxSpec } from '../sandbox/contract.js';
 import { connectStdio } from '../src/launch/client.js';
@@ -255,8 +257,8 @@ async function programSandboxOverhead(home: string, programs: number) {
 }
 
 /** `a2rl serve --http` on a free port of loopback, with its own home. */
-async function startHttpServer(home: string, adminToken: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...unlimitedCalls], {
+async function startHttpServer(home: string, adminToken: string, serveArgs: string[] = []): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...unlimitedCalls, ...serveArgs], {
     env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -499,6 +501,88 @@ async function manyFilesWorkspace(home: string, files: number, calls: number) {
   }
 }
 
+/** A local two-node Slurm cluster for one section (test/helpers/slurm.ts): its start time, and what the section measured on it. */
+async function onLocalSlurm<T>(measure: () => Promise<T>): Promise<T & { cluster_start_s: number }> {
+  const cluster = await startLocalSlurm();
+  process.env.SLURM_CONF = cluster.conf;
+  try {
+    return { ...(await measure()), cluster_start_s: round(cluster.startSeconds) };
+  } finally {
+    await cluster.stop();
+  }
+}
+
+/**
+ * Many runs at once on the Slurm backend: one `serve --http --sandbox slurm`, `runs` agents
+ * each calling exec (a Slurm job) and budget_status in a loop for `seconds`. What the head
+ * node holds: events written per second, store growth, file descriptors and memory of the
+ * server (docs/scaling.md extrapolates them to 1,000 runs).
+ */
+async function slurmLoad(home: string, runs: number, seconds: number) {
+  const adminToken = randomBytes(16).toString('hex');
+  const serverHome = join(home, 'slurm-load');
+  const server = await startHttpServer(serverHome, adminToken, ['--sandbox', 'slurm', '--shared-root', tmpdir()]);
+  const fds = () => readdirSync(`/proc/${server.child.pid}/fd`).length;
+  const storeBytes = () =>
+    ['store.sqlite', 'store.sqlite-wal'].reduce(
+      (sum, file) => sum + (statSync(join(serverHome, file), { throwIfNoEntry: false })?.size ?? 0),
+      0,
+    );
+  const eventCount = () => {
+    const store = new Store(join(serverHome, 'store.sqlite'));
+    try {
+      return (store.db.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }).n;
+    } finally {
+      store.close();
+    }
+  };
+  try {
+    const tokens: string[] = [];
+    for (let i = 0; i < runs; i++) tokens.push(await createHttpRun(server.url, adminToken));
+    const sessions = await Promise.all(tokens.map((token) => connectHttp(server.url, token)));
+    const idleFds = fds();
+    const [events0, bytes0] = [eventCount(), storeBytes()];
+    let jobs = 0;
+    let peakFds = idleFds;
+    const execTimes: number[] = [];
+    const deadline = Date.now() + seconds * 1000;
+    const watch = setInterval(() => (peakFds = Math.max(peakFds, fds())), 500);
+    await Promise.all(
+      sessions.map(async ({ client }) => {
+        while (Date.now() < deadline) {
+          const start = performance.now();
+          await client.callTool({ name: 'exec', arguments: { command: 'echo step' } });
+          execTimes.push(performance.now() - start);
+          jobs++;
+          await client.callTool({ name: 'budget_status', arguments: {} });
+        }
+      }),
+    );
+    clearInterval(watch);
+    const [events1, bytes1] = [eventCount(), storeBytes()];
+    const rss = residentBytes(server.child.pid!);
+    await closeSessions(sessions);
+    execTimes.sort((a, b) => a - b);
+    return {
+      runs,
+      seconds,
+      slurm_jobs: jobs,
+      exec_round_trip_p50_ms: round(percentile(execTimes, 50)),
+      exec_round_trip_p99_ms: round(percentile(execTimes, 99)),
+      events_per_second: round((events1 - events0) / seconds, 1),
+      events_per_run_per_second: round((events1 - events0) / seconds / runs, 2),
+      store_growth_kib_per_run_hour: round((bytes1 - bytes0) / 1024 / runs / (seconds / 3600), 1),
+      server_fds_idle: idleFds,
+      server_fds_peak: peakFds,
+      server_rss_mib: round(rss / 2 ** 20, 1),
+    };
+  } finally {
+    const exited = new Promise((resolve) => server.child.once('exit', resolve));
+    server.child.kill('SIGTERM');
+    await exited;
+  }
+}
+
 /**
  * Post-hoc summaries over many recorded runs: a store of `runs` runs of `eventsPerRun`
  * events each (tool calls, resource samples, jobs, submissions), then the time to
@@ -624,6 +708,9 @@ const sections: Record<string, () => Promise<unknown>> = {
   sandbox_start_exec_true_bwrap: () => bubblewrapStart(100),
   sandbox_start_exec_true_docker: () => sandboxStart(new DockerBackend({ owner: benchOwner }), 100),
   sandbox_create_docker: () => sandboxCreation(new DockerBackend({ owner: benchOwner }), 10),
+  // On a local two-node cluster: each job an sbatch, a bubblewrap sandbox on its node, its end seen by squeue.
+  sandbox_start_exec_true_slurm: () => onLocalSlurm(() => sandboxStart(new SlurmBackend(benchOwner, { sharedRoot: tmpdir() }), 50)),
+  slurm_many_runs: () => onLocalSlurm(() => slurmLoad(home, 32, 60)),
   grading_throughput: async () =>
     Object.fromEntries(await sequential(listTaskIds(), async (id) => [id, await gradingThroughput(home, id)] as const)),
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),

@@ -85,11 +85,15 @@ class BubblewrapInstance implements SandboxInstance {
     const joinThenRun = 'for f in $A2RL_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; exec "$@"';
     let child: ReturnType<typeof spawn>;
     try {
-      child = spawn('/bin/sh', ['-c', toLog ? `exec 2>&1; ${joinThenRun}` : joinThenRun, 'sh', this.bwrapPath, ...this.args(options)], {
-        stdio: ['ignore', 'pipe', 'ignore'],
-        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', A2RL_CGROUP_PROCS: cgroup?.procsFiles.join(' ') ?? '' },
-        detached: true,
-      });
+      child = spawn(
+        '/bin/sh',
+        ['-c', toLog ? `exec 2>&1; ${joinThenRun}` : joinThenRun, 'sh', this.bwrapPath, ...bubblewrapArgs(this.spec, options)],
+        {
+          stdio: ['ignore', 'pipe', 'ignore'],
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', A2RL_CGROUP_PROCS: cgroup?.procsFiles.join(' ') ?? '' },
+          detached: true,
+        },
+      );
     } catch (error) {
       // Arguments no process can take (a NUL byte): nothing started, so the cgroup goes too.
       cgroup?.remove();
@@ -104,57 +108,73 @@ class BubblewrapInstance implements SandboxInstance {
   async destroy(): Promise<void> {
     await Promise.all([...this.running].map((job) => job.stop(2000)));
   }
+}
 
-  private args(options: ExecOptions): string[] {
-    const { spec } = this;
-    const threads = String(Math.max(1, Math.ceil(options.limits.cpus)));
-    const env: Record<string, string> = {
-      PATH: '/usr/local/bin:/usr/bin:/bin',
-      HOME: spec.workdir,
-      LANG: 'C.UTF-8',
-      // Without /sys the BLAS and OpenMP runtimes see one core; tell them what the job got.
-      OMP_NUM_THREADS: threads,
-      OPENBLAS_NUM_THREADS: threads,
-      MKL_NUM_THREADS: threads,
-      ...spec.env,
-      ...options.env,
-      CUDA_VISIBLE_DEVICES: options.limits.gpus.map((_, i) => i).join(','),
-    };
-    const args = [
-      '--unshare-all',
-      '--die-with-parent',
-      '--new-session',
-      '--cap-drop',
-      'ALL',
-      '--uid',
-      String(sandboxUid),
-      '--gid',
-      String(sandboxUid),
-      '--hostname',
-      'a2rl-sandbox',
-      '--clearenv',
-      ...Object.entries(env).flatMap(([key, value]) => ['--setenv', key, value]),
-      ...systemArgs(),
-      '--proc',
-      '/proc',
-      '--dev',
-      '/dev',
-      '--tmpfs',
-      '/tmp',
-    ];
-    for (const hidden of spec.hidden) {
-      if (existsSync(hidden) && (hidden.startsWith('/usr/') || hidden.startsWith('/etc/'))) args.push('--tmpfs', hidden);
-    }
-    for (const gpu of options.limits.gpus) args.push('--dev-bind', `/dev/nvidia${gpu}`, `/dev/nvidia${gpu}`);
-    if (options.limits.gpus.length > 0) {
-      for (const device of ['nvidiactl', 'nvidia-uvm', 'nvidia-uvm-tools']) args.push('--dev-bind-try', `/dev/${device}`, `/dev/${device}`);
-    }
-    const mounts = [...spec.mounts].sort((a, b) => a.target.split('/').length - b.target.split('/').length);
-    for (const mount of mounts) args.push(mount.readOnly ? '--ro-bind' : '--bind', mount.source, mount.target);
-    // The root is bwrap's own tmpfs: made read-only, only the writable mounts and /tmp take writes.
-    args.push('--remount-ro', '/', '--chdir', spec.workdir, '--', ...options.command);
-    return args;
+/**
+ * bwrap's arguments for one job of a sandbox: fresh namespaces, no network, the system files
+ * and the sandbox's mounts, then the job's command. Other backends that start this sandbox
+ * elsewhere (Slurm, on a node) use it too; `gpuDevices` replaces the device arguments of
+ * `limits.gpus` where only the node knows which devices the job got.
+ */
+export function bubblewrapArgs(
+  spec: SandboxSpec,
+  options: Pick<ExecOptions, 'command' | 'limits' | 'env'>,
+  gpuDevices: { count: number; args: string[] } = { count: options.limits.gpus.length, args: gpuDeviceArgs(options.limits.gpus) },
+): string[] {
+  const threads = String(Math.max(1, Math.ceil(options.limits.cpus)));
+  const env: Record<string, string> = {
+    PATH: '/usr/local/bin:/usr/bin:/bin',
+    HOME: spec.workdir,
+    LANG: 'C.UTF-8',
+    // Without /sys the BLAS and OpenMP runtimes see one core; tell them what the job got.
+    OMP_NUM_THREADS: threads,
+    OPENBLAS_NUM_THREADS: threads,
+    MKL_NUM_THREADS: threads,
+    ...spec.env,
+    ...options.env,
+    CUDA_VISIBLE_DEVICES: Array.from({ length: gpuDevices.count }, (_, i) => i).join(','),
+  };
+  const args = [
+    '--unshare-all',
+    '--die-with-parent',
+    '--new-session',
+    '--cap-drop',
+    'ALL',
+    '--uid',
+    String(sandboxUid),
+    '--gid',
+    String(sandboxUid),
+    '--hostname',
+    'a2rl-sandbox',
+    '--clearenv',
+    ...Object.entries(env).flatMap(([key, value]) => ['--setenv', key, value]),
+    ...systemArgs(),
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    '--tmpfs',
+    '/tmp',
+  ];
+  for (const hidden of spec.hidden) {
+    if (existsSync(hidden) && (hidden.startsWith('/usr/') || hidden.startsWith('/etc/'))) args.push('--tmpfs', hidden);
   }
+  args.push(...gpuDevices.args);
+  const mounts = [...spec.mounts].sort((a, b) => a.target.split('/').length - b.target.split('/').length);
+  for (const mount of mounts) args.push(mount.readOnly ? '--ro-bind' : '--bind', mount.source, mount.target);
+  // The root is bwrap's own tmpfs: made read-only, only the writable mounts and /tmp take writes.
+  args.push('--remount-ro', '/', '--chdir', spec.workdir, '--', ...options.command);
+  return args;
+}
+
+/** The device arguments that give a job the host's GPUs of these indices. */
+function gpuDeviceArgs(gpus: number[]): string[] {
+  const args: string[] = [];
+  for (const gpu of gpus) args.push('--dev-bind', `/dev/nvidia${gpu}`, `/dev/nvidia${gpu}`);
+  if (gpus.length > 0) {
+    for (const device of ['nvidiactl', 'nvidia-uvm', 'nvidia-uvm-tools']) args.push('--dev-bind-try', `/dev/${device}`, `/dev/${device}`);
+  }
+  return args;
 }
 
 class BubblewrapProcess implements SandboxProcess {

@@ -1,5 +1,5 @@
 /**
- * The contract every sandbox backend keeps (bubblewrap, Docker). A backend
+ * The contract every sandbox backend keeps (bubblewrap, Docker, Slurm). A backend
  * creates one isolated environment per run (or per grading) and runs jobs in it:
  * - no network, ever;
  * - only the listed mounts are visible besides the operating system's read-only files,
@@ -28,6 +28,8 @@ export interface SandboxSpec {
    * sandbox as a whole (Docker: the container); each job still has its own limits.
    */
   limits?: Omit<ResourceLimits, 'gpus'>;
+  /** A grading's sandbox rather than a run's: backends that submit jobs (Slurm) use grading's partition. */
+  grading?: boolean;
 }
 
 export interface ResourceLimits {
@@ -59,6 +61,16 @@ export interface ExecOptions {
   output: OutputSink | { captureBytes: number };
   /** Unique job tag, for cgroup and container names. */
   tag: string;
+  /**
+   * GPUs the backend's own scheduler finds for the job, where it has one (see
+   * {@link SandboxBackend.scheduler}); `limits.gpus` is then empty.
+   */
+  gpuCount?: number;
+  /**
+   * The job's time limit, where it has one. The job manager stops the job itself when it
+   * passes; a backend that submits jobs (Slurm's `--time`) gives it to its scheduler as a backstop.
+   */
+  timeoutMs?: number;
 }
 
 export interface ExitStatus {
@@ -84,6 +96,13 @@ export interface SandboxProcess {
   captured(): string;
   /** TERM to every process of the job, KILL to whatever is left after `graceMs`. */
   stop(graceMs: number): Promise<ExitStatus>;
+  /**
+   * Why the job has not started yet, where it waits in a queue (the server's GPU queue, a
+   * Slurm partition); undefined once it runs. Nothing is charged while it waits.
+   */
+  waiting?(): string | undefined;
+  /** When it began to run, where it may wait first; undefined while it waits. GPU time counts from here. */
+  runningSince?(): number | undefined;
 }
 
 export interface SandboxInstance {
@@ -93,8 +112,21 @@ export interface SandboxInstance {
   destroy(): Promise<void>;
 }
 
+/** What a backend that runs jobs on a cluster's nodes and queues them there (Slurm) tells the server. */
+export interface ClusterScheduler {
+  /** Most GPUs one job can be given (the largest node's): jobs ask with `ExecOptions.gpuCount` and wait in the cluster's queue. */
+  maxGpusPerJob(): number;
+  /** How a job's CPU time and memory are measured, for budget_status. */
+  readonly accounting: string;
+}
+
 export interface SandboxBackend {
   readonly name: string;
+  /**
+   * Set by backends whose jobs run on a cluster that schedules them (Slurm): the server's own
+   * GPU queue (`serve --gpus`) and its limits sized to this host step aside.
+   */
+  readonly scheduler?: ClusterScheduler;
   /** Why this backend cannot run here, or undefined when it can. */
   unavailableReason(): Promise<string | undefined>;
   /**

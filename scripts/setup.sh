@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 
 # chromium: the HTML report is checked in headless Chromium (test/report.test.ts).
 # docker.io and debootstrap: the Docker sandbox backend and its micro image, built without a registry.
-debs="bubblewrap python3-torch python3-numpy libopenblas0-pthread chromium docker.io debootstrap"
+# slurmctld slurmd slurm-client munge: the Slurm backend's tests start a two-node cluster on this host
+# (test/helpers/slurm.ts; about 8 s to install). No service is started here.
+debs="bubblewrap python3-torch python3-numpy libopenblas0-pthread chromium docker.io debootstrap slurmctld slurmd slurm-client munge"
 missing=""
 for p in $debs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,17 +1,26 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { resourceSampleMs } from '../src/jobs/job-manager.js';
 import { analyzeRun, loadRunFacts } from '../src/reports/analysis.js';
 import { loadReplay, playReplay } from '../src/launch/replay.js';
 import { summarizeRun } from '../src/reports/summary.js';
 import { Store } from '../src/store/store.js';
 import { getTask, listTaskIds } from '../src/tasks/task.js';
+import { tmpdir } from 'node:os';
 import { prepareDocker } from './helpers/docker.js';
 import { startServer } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
+import { localSlurmUnavailable, startLocalSlurm } from './helpers/slurm.js';
 
 const dockerUnavailable = await prepareDocker();
+// A real two-node Slurm cluster on this host; /tmp, where the test's server home lies, stands for the shared filesystem.
+const slurmUnavailable = localSlurmUnavailable();
+const slurm = slurmUnavailable ? undefined : await startLocalSlurm();
+if (slurm) process.env.SLURM_CONF = slurm.conf;
+afterAll(async () => {
+  await slurm?.stop();
+});
 
 describe('oracles end to end', () => {
   it.each(listTaskIds())(
@@ -24,6 +33,12 @@ describe('oracles end to end', () => {
     `micro-gsm8k on the Docker sandbox backend: the oracle replay beats the baseline by its margin${dockerUnavailable ? ` (skipped: ${dockerUnavailable})` : ''}`,
     { timeout: 30 * 60_000 },
     () => playOracle('micro-gsm8k', ['--sandbox', 'docker']),
+  );
+
+  it.skipIf(slurmUnavailable)(
+    `micro-gsm8k on the Slurm backend (two local nodes): the oracle replay beats the baseline by its margin${slurmUnavailable ? ` (skipped: ${slurmUnavailable})` : ''}`,
+    { timeout: 30 * 60_000 },
+    () => playOracle('micro-gsm8k', ['--sandbox', 'slurm', '--shared-root', tmpdir()]),
   );
 });
 
@@ -65,7 +80,7 @@ async function playOracle(taskId: string, serverArgs: string[]): Promise<void> {
       expect(kept).toHaveLength(episodes);
       if (task.level === 3) expect(JSON.parse(kept[0]!)).toMatchObject({ steps: expect.any(Array), success: expect.any(Boolean) });
     }
-    expect(store.getRun(runId)!.sandbox).toBe(serverArgs.includes('docker') ? 'docker' : 'bwrap');
+    expect(store.getRun(runId)!.sandbox).toBe(serverArgs[serverArgs.indexOf('--sandbox') + 1] ?? 'bwrap');
     checkReportAgainstStore(store, runId);
   } finally {
     store.close();

@@ -1,18 +1,29 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { cgroupsUnavailableReason } from '../sandbox/cgroup.js';
 import { DockerBackend } from '../sandbox/docker.js';
 import type { SandboxBackend, SandboxInstance, SandboxProcess } from '../sandbox/contract.js';
+import { SlurmBackend } from '../sandbox/slurm.js';
 import { prepareDocker } from './helpers/docker.js';
+import { localSlurmUnavailable, startLocalSlurm } from './helpers/slurm.js';
 import { defaultLimits, liveOwner, makeSandbox, run, tempDir } from './helpers/sandbox.js';
 
 // Limits and CPU accounting need writable cgroup v1 controllers; elsewhere those tests are skipped, not failed.
 const noCgroups = cgroupsUnavailableReason() !== undefined;
 
-/** Every backend runs the same contract; Docker only where an engine can be started (always on CI). */
+// A real two-node Slurm cluster on this host; the test folders under /tmp stand for the shared filesystem.
+const slurmUnavailable = localSlurmUnavailable();
+const slurm = slurmUnavailable ? undefined : await startLocalSlurm();
+if (slurm) process.env.SLURM_CONF = slurm.conf;
+afterAll(async () => {
+  await slurm?.stop();
+});
+
+/** Every backend runs the same contract; Docker and Slurm only where they can be started (always on CI). */
 const backends: Array<{ name: string; unavailable?: string; create: () => SandboxBackend; root: string[] }> = [
   {
     name: 'bubblewrap',
@@ -46,6 +57,12 @@ const backends: Array<{ name: string; unavailable?: string; create: () => Sandbo
       'var',
       'workspace',
     ],
+  },
+  {
+    name: 'slurm',
+    unavailable: slurmUnavailable,
+    create: () => new SlurmBackend(liveOwner, { sharedRoot: tmpdir() }),
+    root: ['bin', 'dev', 'etc', 'lib', 'lib64', 'proc', 'sbin', 'tmp', 'usr', 'workspace'],
   },
 ];
 

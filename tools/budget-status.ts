@@ -25,6 +25,7 @@ export const budgetStatusTool = defineTool({
     disk_bytes: lineSchema.extend({
       measured_seconds_ago: z.number().nullable().describe('Age of the disk figure: it is measured in the background, about every second'),
     }),
+    compute_measured_by: z.string().describe("Where jobs' CPU time is read from"),
   }),
   annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run) => {
@@ -42,11 +43,12 @@ export const budgetStatusTool = defineTool({
       end_reason: row.end_reason,
       ...budget,
       disk_bytes: disk,
+      compute_measured_by: run.computeAccounting,
     };
     const text = [
       `run ${row.state}${row.end_reason ? ` (${row.end_reason})` : ''}`,
       `wall: ${formatDuration(budget.wall_seconds.used)} of ${formatDuration(budget.wall_seconds.limit)}`,
-      `compute: ${formatDuration(budget.compute_seconds.used)} of ${formatDuration(budget.compute_seconds.limit)} CPU time`,
+      `compute: ${formatDuration(budget.compute_seconds.used)} of ${formatDuration(budget.compute_seconds.limit)} CPU time, measured by ${run.computeAccounting}`,
       `submissions: ${budget.submissions.used} of ${budget.submissions.limit}`,
       `rollout episodes: ${budget.rollout_episodes.used} of ${budget.rollout_episodes.limit}`,
       `disk: ${Math.ceil(disk.used / 2 ** 20)} MiB of ${Math.floor(disk.limit / 2 ** 20)} MiB`,

@@ -31,6 +31,6 @@ export const jobStatusTool = defineTool({
 });
 
 function describe(job: z.infer<typeof jobViewSchema>): string {
-  const end = job.reason ? ` (${job.reason})` : '';
+  const end = job.reason ? ` (${job.reason})` : job.waiting ? ` (${job.waiting})` : '';
   return `${job.job_id} [${job.kind}] ${job.state}${end}, ${job.duration_s}s, cpu ${job.cpu_s}s: ${job.command}\n  last line: ${job.last_line}`;
 }

@@ -1,4 +1,4 @@
-import { type Command } from 'commander';
+import { type Command, Option } from 'commander';
 import Docker from 'dockerode';
 import { buildImage, type ImageName, imageNames } from '../../sandbox/images/build.js';
 import { createBackend, sandboxNames } from '../../sandbox/registry.js';
@@ -9,12 +9,19 @@ export function addHostCommands(program: Command): void {
   program
     .command('doctor')
     .description('report which sandbox backends work on this host, and why the others do not')
-    .action(async () => {
+    .addOption(
+      new Option('--shared-root <dir>', 'slurm: the folder every node sees at the same path, as serve takes it').env('A2RL_SHARED_ROOT'),
+    )
+    .action(async (options: { sharedRoot?: string }) => {
       let usable = 0;
       for (const name of sandboxNames) {
-        const reason = await createBackend(name, `doctor-${process.pid}`).unavailableReason();
+        const backend = createBackend(name, `doctor-${process.pid}`, { slurm: { sharedRoot: options.sharedRoot } });
+        const reason = await backend.unavailableReason();
         if (!reason) usable++;
-        process.stdout.write(`${name}\t${reason ? `unavailable: ${reason}` : 'works'}\n`);
+        const cluster =
+          backend.scheduler &&
+          `; up to ${backend.scheduler.maxGpusPerJob()} GPU(s) per job, compute measured by ${backend.scheduler.accounting}`;
+        process.stdout.write(`${name}\t${reason ? `unavailable: ${reason}` : `works${cluster ?? ''}`}\n`);
       }
       const shortcoming = createBackend('bwrap', `doctor-${process.pid}`).hostCheck();
       process.stdout.write(`limits\t${shortcoming ?? 'per job (cgroup v1): memory, CPU, pids, CPU-seconds'}\n`);

@@ -2,7 +2,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { JudgeConfig } from '../grading/judge/registry.js';
 import { judgeNames } from '../grading/judge/registry.js';
 import { parseGpuList } from '../jobs/gpu-allocator.js';
-import { sandboxNames } from '../../sandbox/registry.js';
+import { type BackendSettings, type SandboxName, sandboxNames } from '../../sandbox/registry.js';
 import { parseBudget } from '../tasks/budget.js';
 import { getTask } from '../tasks/task.js';
 import { isA2rlError } from '../util/errors.js';
@@ -70,6 +70,64 @@ export const sandboxOption = () =>
     .choices(sandboxNames)
     .env('A2RL_SANDBOX')
     .default('bwrap');
+
+/** The backend flags, as every command that serves runs takes them. */
+export interface SandboxOptions {
+  sandbox: SandboxName;
+  sharedRoot?: string;
+  slurmPartition?: string;
+  slurmQos?: string;
+  slurmGradingPartition?: string;
+  slurmGradingQos?: string;
+  slurmConf?: string;
+}
+
+/** `--sandbox` and the settings of backends that need some (Slurm), each also set by an environment variable. */
+export function addSandboxOptions(command: Command): Command {
+  return command
+    .addOption(sandboxOption())
+    .addOption(
+      new Option('--shared-root <dir>', 'slurm: a folder every node sees at the same path (the server home lies under it)').env(
+        'A2RL_SHARED_ROOT',
+      ),
+    )
+    .addOption(new Option('--slurm-partition <name>', "slurm: partition of the agents' jobs").env('A2RL_SLURM_PARTITION'))
+    .addOption(new Option('--slurm-qos <name>', "slurm: QOS of the agents' jobs").env('A2RL_SLURM_QOS'))
+    .addOption(
+      new Option('--slurm-grading-partition <name>', 'slurm: partition of grading (default: the agents’)').env(
+        'A2RL_SLURM_GRADING_PARTITION',
+      ),
+    )
+    .addOption(new Option('--slurm-grading-qos <name>', 'slurm: QOS of grading (default: the agents’)').env('A2RL_SLURM_GRADING_QOS'))
+    .addOption(new Option('--slurm-conf <file>', "slurm: the cluster's slurm.conf, where not Slurm's default").env('SLURM_CONF'));
+}
+
+export function backendSettings(options: SandboxOptions): BackendSettings {
+  return {
+    slurm: {
+      sharedRoot: options.sharedRoot,
+      partition: options.slurmPartition,
+      qos: options.slurmQos,
+      gradingPartition: options.slurmGradingPartition,
+      gradingQos: options.slurmGradingQos,
+      conf: options.slurmConf,
+    },
+  };
+}
+
+/** The backend flags as given, for a child `serve` that must run jobs where its parent does. */
+export function sandboxArgs(options: SandboxOptions): string[] {
+  const flags: Array<[string, string | undefined]> = [
+    ['--sandbox', options.sandbox],
+    ['--shared-root', options.sharedRoot],
+    ['--slurm-partition', options.slurmPartition],
+    ['--slurm-qos', options.slurmQos],
+    ['--slurm-grading-partition', options.slurmGradingPartition],
+    ['--slurm-grading-qos', options.slurmGradingQos],
+    ['--slurm-conf', options.slurmConf],
+  ];
+  return flags.flatMap(([flag, value]) => (value === undefined ? [] : [flag, value]));
+}
 
 export function maxJobsOption(value: string): number {
   const jobs = Number(value);

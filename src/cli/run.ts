@@ -6,6 +6,10 @@ import { jailedAgentPaths, launchRuns, type LaunchOptions } from '../launch/laun
 import { createLogger } from '../util/logger.js';
 import {
   addJudgeOptions,
+  addSandboxOptions,
+  backendSettings,
+  sandboxArgs,
+  type SandboxOptions,
   budgetOption,
   type CliContext,
   idleSecondsOption,
@@ -22,8 +26,7 @@ const collect = (value: string, previous: string[]) => [...previous, value];
 /** `a2rl run`: benchmark an agent CLI as it ships. */
 export function addRunCommand(program: Command, { home }: CliContext): void {
   addJudgeOptions(
-    program
-      .command('run')
+    addSandboxOptions(program.command('run'))
       .description(
         'benchmark an agent as it ships: create a run, give the agent an MCP configuration naming only this server and the ' +
           "task prompt, start it in a fresh folder, stop it at the run's wall clock, record it with the run",
@@ -37,7 +40,7 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
       .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m', budgetOption)
       .option('--label <name>', 'label of the runs (default: the agent and model)')
       .option('--repeats <n>', 'independent runs to make', wholeNumberOption, 1)
-      .option('--parallel <n>', `runs at once (at most the CPU count, ${cpus().length})`, wholeNumberOption, 1)
+      .option('--parallel <n>', `runs at once (at most the CPU count, ${cpus().length}, except on slurm)`, wholeNumberOption, 1)
       .addOption(
         new Option(
           '--transport <kind>',
@@ -62,23 +65,31 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
       .option('--json', 'print the results as JSON'),
   ).action(
     async (
-      options: Omit<LaunchOptions, 'graceSeconds' | 'judgeArgs' | 'onLine' | 'agentArgs' | 'agentBinds'> & {
+      options: Omit<LaunchOptions, 'graceSeconds' | 'serveArgs' | 'onLine' | 'agentArgs' | 'agentBinds'> & {
         grace: number;
         json?: boolean;
         agentArg: string[];
         agentBind: string[];
-      } & JudgeOptions,
+      } & JudgeOptions &
+        SandboxOptions,
     ) => {
       // A missing or unknown agent, or a jail that would show what agents never see, is refused before anything is opened or created.
       jailedAgentPaths(findExecutable(agentKind(options.agent)), options.agentBind, home());
-      const engine = await Engine.open({ home: home(), judge: judgeConfig(options), recover: false, logger: createLogger().logger });
+      const engine = await Engine.open({
+        home: home(),
+        judge: judgeConfig(options),
+        recover: false,
+        logger: createLogger().logger,
+        sandbox: options.sandbox,
+        backendSettings: backendSettings(options),
+      });
       try {
         const results = await launchRuns(engine, {
           ...options,
           graceSeconds: options.grace,
           agentArgs: options.agentArg,
           agentBinds: options.agentBind,
-          judgeArgs: judgeArgs(options),
+          serveArgs: [...judgeArgs(options), ...sandboxArgs(options)],
           onLine: (line) => process.stderr.write(`a2rl run: ${line}\n`),
         });
         process.stdout.write(

@@ -1,33 +1,47 @@
 import { type Command } from 'commander';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { SandboxName } from '../../sandbox/registry.js';
 import { Engine } from '../core/engine.js';
 import { formatReplay, runToReplay } from '../launch/replay-from-run.js';
 import { issueRunToken, revokeRun } from '../mcp/tokens.js';
 import { Store } from '../store/store.js';
-import { addJudgeOptions, budgetOption, type CliContext, judgeConfig, type JudgeOptions, sandboxOption, taskOption } from './options.js';
+import {
+  addJudgeOptions,
+  addSandboxOptions,
+  backendSettings,
+  budgetOption,
+  type CliContext,
+  judgeConfig,
+  type JudgeOptions,
+  type SandboxOptions,
+  taskOption,
+} from './options.js';
 
 /** `a2rl runs create|revoke|list|to-replay`; returns the group, for the report commands that join it. */
 export function addRunsCommands(program: Command, { home }: CliContext): Command {
   const runs = program.command('runs').description('create, list and revoke the runs that serve --http serves to remote agents');
 
   addJudgeOptions(
-    runs
-      .command('create')
-      .description('create a run for a remote agent; prints its id, its token (shown once) and client configuration')
-      .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
-      .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m,submissions=10,episodes=2000', budgetOption)
-      .option('--label <name>', 'who is being benchmarked, e.g. claude-code-opus')
-      .option('--url <url>', 'the MCP endpoint clients will use', 'http://127.0.0.1:8700/mcp')
-      .option('--json', 'print {run_id, token, url} as JSON only')
-      .addOption(sandboxOption()),
+    addSandboxOptions(
+      runs
+        .command('create')
+        .description('create a run for a remote agent; prints its id, its token (shown once) and client configuration')
+        .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
+        .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m,submissions=10,episodes=2000', budgetOption)
+        .option('--label <name>', 'who is being benchmarked, e.g. claude-code-opus')
+        .option('--url <url>', 'the MCP endpoint clients will use', 'http://127.0.0.1:8700/mcp')
+        .option('--json', 'print {run_id, token, url} as JSON only'),
+    ),
     'judge of judge-graded tasks; the same as serve --http uses',
   ).action(
-    async (
-      options: { task: string; budget?: string; label?: string; url: string; json?: boolean; sandbox: SandboxName } & JudgeOptions,
-    ) => {
-      const engine = await Engine.open({ home: home(), judge: judgeConfig(options), recover: false, sandbox: options.sandbox });
+    async (options: { task: string; budget?: string; label?: string; url: string; json?: boolean } & SandboxOptions & JudgeOptions) => {
+      const engine = await Engine.open({
+        home: home(),
+        judge: judgeConfig(options),
+        recover: false,
+        sandbox: options.sandbox,
+        backendSettings: backendSettings(options),
+      });
       try {
         const run = engine.prepareRun({ taskId: options.task, budget: options.budget, label: options.label });
         const token = issueRunToken(engine.store, run.id);

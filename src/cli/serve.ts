@@ -1,7 +1,6 @@
 import { type Command } from 'commander';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import type { SandboxName } from '../../sandbox/registry.js';
 import { defaultCallsPerSecond, Engine } from '../core/engine.js';
 import { defaultLogCap } from '../jobs/capped-log.js';
 import { serveHttp } from '../mcp/transports/http/serve.js';
@@ -19,13 +18,14 @@ import {
   type JudgeOptions,
   maxJobsOption,
   portOption,
-  sandboxOption,
+  type SandboxOptions,
+  addSandboxOptions,
+  backendSettings,
   taskOption,
   wholeNumberOption,
 } from './options.js';
 
-interface ServeOptions extends JudgeOptions {
-  sandbox: SandboxName;
+interface ServeOptions extends JudgeOptions, SandboxOptions {
   gpus?: number[];
   task?: string;
   run?: string;
@@ -46,8 +46,7 @@ interface ServeOptions extends JudgeOptions {
 /** `a2rl serve`: one run over stdio, a run a2rl run made, or every run of the store over HTTP. */
 export function addServeCommand(program: Command, { home }: CliContext): void {
   addJudgeOptions(
-    program
-      .command('serve')
+    addSandboxOptions(program.command('serve'))
       .description(
         'serve one benchmark run over MCP stdio (stdout is the protocol; logs go to stderr and the run folder), ' +
           'or with --http every run made by `a2rl runs create` over MCP Streamable HTTP and HTTP+SSE',
@@ -72,7 +71,7 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
       .option('--admin-token-env <name>', 'HTTP: environment variable holding the admin token that enables POST /runs', 'A2RL_ADMIN_TOKEN')
       .option(
         '--max-jobs <n>',
-        `HTTP: most training and rollout jobs of all runs at once; more are refused until one ends (default: the CPU count, ${cpus().length})`,
+        `HTTP: most training and rollout jobs of all runs at once; more are refused until one ends (default: the CPU count, ${cpus().length}; none on slurm, whose jobs run on the cluster)`,
         maxJobsOption,
       )
       .option(
@@ -98,7 +97,6 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
         wholeNumberOption,
         defaultCallsPerSecond,
       )
-      .addOption(sandboxOption())
       .option('--gpus <list>', 'host GPU indices jobs may be given, e.g. 0,1 (with two or more, the last is kept for grading)', gpusOption),
   ).action(async (options: ServeOptions) => {
     const mode = serveMode(options);
@@ -108,11 +106,13 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
       home: home(),
       logger: log.logger,
       judge,
-      maxJobs: mode === 'http' ? (options.maxJobs ?? cpus().length) : undefined,
+      // Jobs on slurm run on the cluster's nodes, which it schedules: this host's cores are no limit there.
+      maxJobs: mode === 'http' ? (options.maxJobs ?? (options.sandbox === 'slurm' ? undefined : cpus().length)) : undefined,
       diskQuotaBytes: options.diskQuota,
       logCap: { headBytes: (options.maxLog * 2 ** 20) / 2, tailBytes: (options.maxLog * 2 ** 20) / 2 },
       callsPerSecond: options.callsPerSecond,
       sandbox: options.sandbox,
+      backendSettings: backendSettings(options),
       gpus: options.gpus,
     });
     if (mode === 'http') {

@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxBackend } from '../../sandbox/contract.js';
 import { isAncestor } from '../../sandbox/process-tree.js';
-import { createBackend, type SandboxName } from '../../sandbox/registry.js';
+import { type BackendSettings, createBackend, type SandboxName } from '../../sandbox/registry.js';
 import { type BudgetLimits, formatBudget, parseBudget } from '../tasks/budget.js';
 import { renderInstructions } from './instructions.js';
 import { A2rlError } from '../util/errors.js';
@@ -44,6 +44,8 @@ export interface EngineOptions {
   recover?: boolean;
   /** Sandbox backend of every run and grading, by its registry name (default: bwrap). */
   sandbox?: SandboxName;
+  /** Settings of the backend named by `sandbox` (Slurm: shared root, partitions). */
+  backendSettings?: BackendSettings;
   /** A backend built by the caller instead (tests, embedding); `sandbox` is then ignored. */
   backend?: SandboxBackend;
   /** Host GPU indices jobs may be given (`serve --gpus 0,1`); none by default. */
@@ -97,14 +99,20 @@ export class Engine {
   static async open(options: EngineOptions): Promise<Engine> {
     const logger = options.logger ?? createLogger().logger;
     const owner = ownerOfThisProcess();
-    const backend = options.backend ?? createBackend(options.sandbox ?? 'bwrap', owner);
+    const backend = options.backend ?? createBackend(options.sandbox ?? 'bwrap', owner, options.backendSettings);
+    if (backend.scheduler && (options.gpus?.length ?? 0) > 0) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        `On the ${backend.name} backend GPUs are the cluster's, scheduled by it; drop --gpus (jobs ask for GPUs and wait in its queue).`,
+      );
+    }
     const unavailable = await backend.unavailableReason();
     if (unavailable) throw new A2rlError('SANDBOX_UNAVAILABLE', `The ${backend.name} sandbox cannot run here: ${unavailable}.`);
     const shortcoming = backend.hostCheck();
     if (shortcoming) logger.warn(shortcoming);
     const store = new Store(join(options.home, 'store.sqlite'));
     store.checkpointInBackground();
-    const jobs = new JobManager(store, logger, owner, new GpuAllocator(options.gpus ?? []), options.logCap);
+    const jobs = new JobManager(store, logger, owner, new GpuAllocator(options.gpus ?? []), options.logCap, backend.scheduler);
     const judge = createJudge(options.judge ?? { kind: 'rubric' }, { store, backend, home: options.home });
     const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
     const engine = new Engine(options.home, store, logger, backend, jobs, grader, owner, {

@@ -108,9 +108,19 @@ export class Run {
     return this.services.store.getRun(this.id)!;
   }
 
-  /** GPUs the server can give one training or rollout job. */
+  /** GPUs the server (or the cluster its backend submits to) can give one training or rollout job. */
   gpuPool(): number {
-    return this.services.jobs.gpus.poolSize('jobs');
+    return this.services.jobs.gpusPerJob();
+  }
+
+  /** How this run's compute is measured (a job's cgroup here, or on a cluster node). */
+  get computeAccounting(): string {
+    return this.services.jobs.accounting;
+  }
+
+  /** Why one of this run's running jobs has not started yet (queued for GPUs, pending in Slurm), or undefined. */
+  jobWaiting(id: number): string | undefined {
+    return this.services.jobs.waitingReason(id);
   }
 
   /** This run's jobs of the given kinds, oldest first. */

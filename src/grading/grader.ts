@@ -124,6 +124,7 @@ export class Grader {
       env: { PYTHONPATH: `${gradingRoot}/lib`, PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1' },
       workdir: `${gradingRoot}/out`,
       limits: { cpus: task.grader.cpus, memoryBytes: task.grader.memoryMb * 2 ** 20, pids: 64 },
+      grading: true,
     });
     try {
       const job = this.jobs.start({

@@ -30,6 +30,7 @@ export async function runOnce(backend: SandboxBackend, request: OneShotRequest):
     env: request.env,
     workdir: request.workdir,
     limits: { cpus: request.limits.cpus, memoryBytes: request.limits.memoryBytes, pids: request.limits.pids },
+    grading: true,
   });
   try {
     const process = sandbox.exec({
@@ -37,6 +38,7 @@ export async function runOnce(backend: SandboxBackend, request: OneShotRequest):
       limits: request.limits,
       output: { captureBytes: request.captureBytes },
       tag: `${request.name}-${Math.random().toString(36).slice(2, 10)}`,
+      timeoutMs: request.timeoutMs,
     });
     let timedOut = false;
     const timer = setTimeout(() => {

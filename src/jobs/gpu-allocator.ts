@@ -97,12 +97,15 @@ export class GpuAllocator {
 export class GpuQueuedProcess implements SandboxProcess {
   readonly exited: Promise<ExitStatus>;
   private process: SandboxProcess | undefined;
-  private gpus: number[] = [];
   private grantedAt: number | undefined;
-  private endedAt: number | undefined;
   private readonly withdraw = new AbortController();
 
-  constructor(allocator: GpuAllocator, kind: GpuClass, count: number, start: (gpus: number[]) => SandboxProcess) {
+  constructor(
+    allocator: GpuAllocator,
+    kind: GpuClass,
+    private readonly count: number,
+    start: (gpus: number[]) => SandboxProcess,
+  ) {
     const granted = allocator.acquire(kind, count, this.withdraw.signal);
     this.exited = granted.then(
       async (gpus) => {
@@ -111,7 +114,6 @@ export class GpuQueuedProcess implements SandboxProcess {
           allocator.release(gpus);
           return { exitCode: null, signal: null, oomKilled: false };
         }
-        this.gpus = gpus;
         this.grantedAt = Date.now();
         try {
           this.process = start(gpus);
@@ -119,7 +121,6 @@ export class GpuQueuedProcess implements SandboxProcess {
         } catch {
           return { exitCode: null, signal: null, oomKilled: false };
         } finally {
-          this.endedAt = Date.now();
           allocator.release(gpus);
         }
       },
@@ -131,14 +132,12 @@ export class GpuQueuedProcess implements SandboxProcess {
     return this.process?.pid ?? -1;
   }
 
-  /** Whether it still waits for GPUs. */
-  get waiting(): boolean {
-    return this.grantedAt === undefined && !this.withdraw.signal.aborted;
+  waiting(): string | undefined {
+    return this.grantedAt === undefined && !this.withdraw.signal.aborted ? `waiting for ${this.count} of the server's GPU(s)` : undefined;
   }
 
-  /** GPUs held × seconds held: waiting in the queue costs nothing. */
-  gpuSeconds(now = Date.now()): number {
-    return this.grantedAt === undefined ? 0 : (((this.endedAt ?? now) - this.grantedAt) / 1000) * this.gpus.length;
+  runningSince(): number | undefined {
+    return this.grantedAt;
   }
 
   usage(): ResourceUsage {

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { CappedLog, defaultLogCap, type LogCap } from './capped-log.js';
-import type { ExitStatus, ResourceLimits, SandboxInstance, SandboxProcess } from '../../sandbox/contract.js';
+import type { ClusterScheduler, ExitStatus, ResourceLimits, SandboxInstance, SandboxProcess } from '../../sandbox/contract.js';
 import { A2rlError } from '../util/errors.js';
 import { GpuMonitor } from './gpu-usage.js';
 import { GpuAllocator, GpuQueuedProcess } from './gpu-allocator.js';
@@ -16,7 +16,10 @@ export interface JobRequest {
   argv: string[];
   sandbox: SandboxInstance;
   limits: ResourceLimits;
-  /** GPUs the job needs from the server's pool: it waits in the queue until they are free. */
+  /**
+   * GPUs the job needs: it waits in the server's GPU queue until they are free, or, where
+   * the sandbox backend schedules GPUs itself (Slurm), in the backend's queue.
+   */
   gpuCount?: number;
   /** Whether the job's compute counts against the run's budget (grading does not). */
   charged: boolean;
@@ -71,7 +74,24 @@ export class JobManager {
     readonly gpus = new GpuAllocator([]),
     /** What each job's log keeps of its output. */
     readonly logCap: LogCap = defaultLogCap,
+    /** The backend's scheduler where it queues GPU jobs itself: the server's GPU queue then stays empty. */
+    private readonly scheduler?: ClusterScheduler,
   ) {}
+
+  /** The most GPUs one training or rollout job can be given. */
+  gpusPerJob(): number {
+    return this.scheduler ? this.scheduler.maxGpusPerJob() : this.gpus.poolSize('jobs');
+  }
+
+  /** How jobs' compute is measured, for budget_status. */
+  get accounting(): string {
+    return this.scheduler?.accounting ?? "each job's cgroup on the server's host (where cgroups are not writable: wall time × cores)";
+  }
+
+  /** Why a running job has not started yet (queued for GPUs, pending in Slurm), or undefined. */
+  waitingReason(id: number): string | undefined {
+    return this.live.get(id)?.process.waiting?.();
+  }
 
   /** Jobs of all runs running in this process now. */
   get runningCount(): number {
@@ -101,13 +121,22 @@ export class JobManager {
     );
     const { id } = row;
     const log = new CappedLog(row.log_path, this.logCap);
-    const launch = (gpus: number[]) =>
-      request.sandbox.exec({ command: request.argv, limits: { ...request.limits, gpus }, env: request.env, output: log, tag: `job-${id}` });
+    const launch = (gpus: number[], gpuCount?: number) =>
+      request.sandbox.exec({
+        command: request.argv,
+        limits: { ...request.limits, gpus },
+        env: request.env,
+        output: log,
+        tag: `job-${id}`,
+        gpuCount,
+        timeoutMs: request.timeoutMs,
+      });
     let process: SandboxProcess;
     try {
-      process = request.gpuCount
-        ? new GpuQueuedProcess(this.gpus, request.kind === 'grading' ? 'grading' : 'jobs', request.gpuCount, launch)
-        : launch(request.limits.gpus);
+      if (request.gpuCount && this.scheduler) process = launch([], request.gpuCount);
+      else if (request.gpuCount) {
+        process = new GpuQueuedProcess(this.gpus, request.kind === 'grading' ? 'grading' : 'jobs', request.gpuCount, launch);
+      } else process = launch(request.limits.gpus);
     } catch (error) {
       log.close();
       this.store.finishJob(id, { ...noUsage, state: 'failed', reason: `could not start: ${String(error)}`, ended_at: Date.now() });
@@ -252,10 +281,14 @@ export class JobManager {
 
 const noUsage = { exit_code: null, signal: null, cpu_s: 0, gpu_s: 0, episodes_done: null, result: null };
 
-/** GPUs are held whole for the job's life: GPU-seconds are wall seconds times GPUs, from when the queue gave them. */
+/**
+ * GPUs are held whole for the job's life: GPU-seconds are wall seconds times GPUs, from when
+ * the job began to run (a queue, the server's or the backend's, costs nothing).
+ */
 function gpuSeconds(job: LiveJob, now: number): number {
-  if (job.process instanceof GpuQueuedProcess) return job.process.gpuSeconds(now);
-  return ((now - job.startedAt) / 1000) * job.request.limits.gpus.length;
+  const count = job.request.gpuCount ?? job.request.limits.gpus.length;
+  const since = job.process.runningSince ? job.process.runningSince() : job.startedAt;
+  return since === undefined ? 0 : (Math.max(0, now - since) / 1000) * count;
 }
 
 function classify(status: ExitStatus, limits: ResourceLimits): { state: JobState; reason: string | null } {

@@ -31,8 +31,8 @@ export interface LaunchOptions {
   transport: 'stdio' | 'http';
   /** Seconds between TERM at the wall-clock deadline and KILL. */
   graceSeconds: number;
-  /** `serve` flags that choose the judge, so the agent's server grades as the runs were created. */
-  judgeArgs: string[];
+  /** `serve` flags that choose the judge and the sandbox backend, so the agent's server grades and runs jobs as the runs were created. */
+  serveArgs: string[];
   /** The operator's own arguments for the agent CLI (a model provider, an effort level), recorded with the run. */
   agentArgs?: string[];
   /** Host folders or files the agent needs read-only in its jail beside its installation (a command agent's own code). */
@@ -71,7 +71,8 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
   if (!Number.isInteger(options.repeats) || options.repeats < 1) {
     throw new A2rlError('INVALID_INPUT', '--repeats takes a whole number of runs, at least 1.');
   }
-  const maxParallel = cpus().length;
+  // On a cluster backend the runs' jobs run on its nodes: this host's cores are no limit.
+  const maxParallel = engine.backend.scheduler ? Number.MAX_SAFE_INTEGER : cpus().length;
   if (!Number.isInteger(options.parallel) || options.parallel < 1 || options.parallel > maxParallel) {
     throw new A2rlError(
       'INVALID_INPUT',
@@ -81,7 +82,7 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
   const agentVersion = executable ? versionOf(executable, agent) : agent.name === 'replay' ? serverVersion : null;
   const batch = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
   const label = options.label ?? [agent.name, options.model].filter(Boolean).join('/');
-  const http = options.transport === 'http' ? await startHttpServer(engine.home, options.judgeArgs) : undefined;
+  const http = options.transport === 'http' ? await startHttpServer(engine.home, options.serveArgs) : undefined;
   try {
     const limit = pLimit(options.parallel);
     const launched = await Promise.all(
@@ -160,7 +161,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     // server outside the jail, which takes the run over from the launcher.
     bridge = await startStdioBridge({
       command: process.execPath,
-      args: [cliEntry, '--home', engine.home, 'serve', '--run', row.id, ...launch.judgeArgs],
+      args: [cliEntry, '--home', engine.home, 'serve', '--run', row.id, ...launch.serveArgs],
       stderrPath: join(agentDir, 'server-stderr.log'),
     });
     endpoint = { kind: 'stdio', command: process.execPath, args: [relayEntry, jailSocketPath] };
@@ -354,8 +355,8 @@ function versionOf(executable: string, agent: AgentKind): string | null {
 }
 
 /** A `serve --http` child on a free loopback port, on the launcher's home, for agents that connect over HTTP. */
-async function startHttpServer(home: string, judgeArgs: string[]): Promise<{ url: string; stop: () => Promise<void> }> {
-  const child: ChildProcess = spawn(process.execPath, [cliEntry, '--home', home, 'serve', '--http', '--port', '0', ...judgeArgs], {
+async function startHttpServer(home: string, serveArgs: string[]): Promise<{ url: string; stop: () => Promise<void> }> {
+  const child: ChildProcess = spawn(process.execPath, [cliEntry, '--home', home, 'serve', '--http', '--port', '0', ...serveArgs], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

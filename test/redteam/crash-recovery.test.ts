@@ -1,7 +1,10 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import { processTree } from '../../sandbox/process-tree.js';
+import { localSlurmUnavailable, startLocalSlurm } from '../helpers/slurm.js';
 import { call, type CallResult, waitScore } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/sandbox.js';
 import {
@@ -16,6 +19,7 @@ import {
   startHttpServer,
   stdioRun,
   makeCheckpoint,
+  markedProcesses,
   waitBaseline,
   whenGone,
   whenRunning,
@@ -206,3 +210,53 @@ describe.each(backends)('crash recovery: SIGKILL the stdio server during trainin
     }
   });
 });
+
+const slurmUnavailable = localSlurmUnavailable();
+
+describe.skipIf(slurmUnavailable)(
+  `crash recovery on Slurm: SIGKILL the HTTP server during training, restart, reconnect${slurmUnavailable ? ` (skipped: ${slurmUnavailable})` : ''}`,
+  () => {
+    // A real two-node cluster on this host; /tmp, where the server home lies, stands for the shared filesystem.
+    const slurmArgs = ['--sandbox', 'slurm', '--shared-root', tmpdir()];
+    const home = tempDir('rt-crash-slurm');
+    let stopCluster: () => Promise<void> = async () => undefined;
+    let server: HttpServer | undefined;
+    let client: Client | undefined;
+
+    beforeAll(async () => {
+      const cluster = await startLocalSlurm();
+      stopCluster = cluster.stop;
+      process.env.SLURM_CONF = cluster.conf;
+    });
+
+    afterAll(async () => {
+      await client?.close().catch(() => undefined);
+      if (server) await killServer(server);
+      await stopCluster();
+    });
+
+    it("the restarted server finds the dead server's Slurm job with squeue and cancels it; the job is lost; the agent continues", async () => {
+      const run = await createHttpRun(home);
+      server = await startHttpServer(home, 'bwrap', slurmArgs);
+      client = await connectHttp(server.url, run.token);
+      const marker = newMarker();
+      const started = await call(client, 'run_training', { command: `python3 -c "while True: pass" ${marker}` });
+      await whenRunning(marker, 60_000);
+      const slurmJobs = () => execFileSync('squeue', ['-h', '-o', '%j'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
+      // The job is a Slurm job named after its owner, and outlives the server's SIGKILL.
+      expect(slurmJobs()).toContainEqual(expect.stringMatching(new RegExp(`^a2rl\\.\\d+-\\d+\\.${String(started.structured.job_id)}$`)));
+      await killServer(server);
+      await sleep(1000);
+      expect(markedProcesses(marker).length).toBeGreaterThan(0);
+      server = await startHttpServer(home, 'bwrap', slurmArgs);
+      client = await connectHttp(server.url, run.token);
+      expect(await whenGone(marker, 20_000)).toBeDefined();
+      expect(slurmJobs().filter((name) => name.endsWith(`.${String(started.structured.job_id)}`))).toEqual([]);
+      expect((await call(client, 'job_status', { job_id: started.structured.job_id })).structured.jobs[0]).toMatchObject({ state: 'lost' });
+      const budget = (await call(client, 'budget_status')).structured;
+      expect(budget).toMatchObject({ run_id: run.run_id, run_state: 'active' });
+      expect(budget.compute_measured_by).toMatch(/Slurm job's own cgroup/);
+      expect((await call(client, 'exec', { command: 'echo continued' })).structured.output).toBe('continued\n');
+    });
+  },
+);

@@ -11,6 +11,10 @@ export const jobViewSchema = z.object({
   command: z.string(),
   state: z.enum(['running', 'succeeded', 'failed', 'cancelled', 'timed_out', 'oom_killed', 'budget_stopped', 'lost']),
   reason: z.string().nullable().describe('Why it ended as it did, when not plainly successful'),
+  waiting: z
+    .string()
+    .optional()
+    .describe('Why a running job has not started yet, e.g. "pending in Slurm (Resources)": waiting is not charged'),
   exit_code: z.number().nullable(),
   started_at_s: z.number().describe('Seconds since the run started'),
   duration_s: z.number(),
@@ -36,6 +40,7 @@ export function viewJob(run: Run, job: JobRow): JobView {
     duration_s: Math.round((end - job.created_at) / 100) / 10,
     cpu_s: Math.round(job.cpu_s * 10) / 10,
     last_line: lastLine(job.log_path),
+    ...(job.state === 'running' && run.jobWaiting(job.id) ? { waiting: run.jobWaiting(job.id) } : {}),
     ...(job.result ? { result: JSON.parse(job.result) as unknown } : {}),
   };
 }
