@@ -411,7 +411,8 @@ child=$!
 while :; do trapped=; wait $child; status=$?; [ -n "$trapped" ] || break; done
 kill $loop 2>/dev/null
 set -- $(usage)
-[ -z "$pids_dir" ] || rmdir "$pids_dir" 2>/dev/null
+# Killed processes leave their cgroup a moment after they die.
+for i in 1 2 3 4 5 6 7 8 9 10; do [ -z "$pids_dir" ] || rmdir "$pids_dir" 2>/dev/null || { sleep 0.2; continue; }; break; done
 echo "$status $1 $2 $4" > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
 `;
 }

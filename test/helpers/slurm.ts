@@ -165,6 +165,8 @@ export async function startLocalSlurm(options: { nodes?: string[]; gpusPerNode?:
       live.filter((pid) => processStartTime(pid) !== undefined),
       'SIGKILL',
     );
+    // The pids cgroups the job scripts made on these nodes (sandbox/slurm.ts); a killed job's may be left.
+    for (const node of nodes) spawnSync('sh', ['-c', `rmdir /sys/fs/cgroup/pids/a2rl-slurm/${node}_job_* 2>/dev/null`]);
     rmSync(dir, { recursive: true, force: true });
   };
   try {
