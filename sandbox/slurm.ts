@@ -229,7 +229,9 @@ interface QueueEntry {
 
 /**
  * One `squeue` for all of a server's jobs every {@link pollMs}, not one per job: what each
- * job's state is, why it still pends. Jobs that finished stay listed for MinJobAge (300 s by default).
+ * job's state is, why it still pends. Jobs that finished stay listed for MinJobAge (300 s by
+ * default); one no longer listed has ended. On an error (the controller does not answer) no
+ * job changes state, and each still looks for its exit file.
  */
 class SlurmQueue {
   private readonly watched = new Map<string, (entry: QueueEntry | undefined) => void>();
@@ -257,9 +259,9 @@ class SlurmQueue {
     if (this.polling || this.watched.size === 0) return;
     this.polling = true;
     const ids = [...this.watched.keys()];
-    void this.slurm.run('squeue', ['-h', '-t', 'all', '-j', ids.join(','), '-o', '%i|%T|%r']).then(({ error, stdout }) => {
+    // All of this user's jobs rather than `-j <ids>`: one id the controller has forgotten would fail the whole list.
+    void this.slurm.run('squeue', ['-h', '-t', 'all', '--me', '-o', '%i|%T|%r']).then(({ error, stdout }) => {
       this.polling = false;
-      // A job the controller no longer knows makes squeue fail for the whole list: each job then looks for its exit file.
       const entries = new Map<string, QueueEntry>();
       if (!error) {
         for (const line of stdout.trim().split('\n')) {
@@ -409,7 +411,8 @@ child=$!
 while :; do trapped=; wait $child; status=$?; [ -n "$trapped" ] || break; done
 kill $loop 2>/dev/null
 set -- $(usage)
-[ -z "$pids_dir" ] || rmdir "$pids_dir" 2>/dev/null
+# Killed processes leave their cgroup a moment after they die.
+for i in 1 2 3 4 5 6 7 8 9 10; do [ -z "$pids_dir" ] || rmdir "$pids_dir" 2>/dev/null || { sleep 0.2; continue; }; break; done
 echo "$status $1 $2 $4" > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
 `;
 }

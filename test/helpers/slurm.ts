@@ -25,8 +25,17 @@ export interface LocalSlurm {
   stop(): Promise<void>;
 }
 
-/** Why a local cluster cannot start here, or undefined when it can. */
+/**
+ * Why a local cluster cannot start here, or undefined when it can. With A2RL_REQUIRE_SLURM=1
+ * (for CI, as A2RL_REQUIRE_DOCKER) a missing cluster fails the tests instead of skipping them.
+ */
 export function localSlurmUnavailable(): string | undefined {
+  const reason = missingForLocalSlurm();
+  if (reason && process.env.A2RL_REQUIRE_SLURM === '1') throw new Error(`A2RL_REQUIRE_SLURM=1, but the Slurm tests cannot run: ${reason}`);
+  return reason;
+}
+
+function missingForLocalSlurm(): string | undefined {
   if (process.getuid?.() !== 0) return 'the local Slurm cluster runs its daemons as root';
   for (const binary of ['/usr/sbin/slurmctld', '/usr/sbin/slurmd', '/usr/sbin/munged', '/usr/bin/sbatch']) {
     if (!existsSync(binary)) return `${binary} is missing; run scripts/setup.sh (installs slurmctld slurmd slurm-client munge)`;
@@ -45,7 +54,7 @@ async function freePort(): Promise<number> {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function startLocalSlurm(options: { nodes?: string[]; gpusPerNode?: number; cpus?: number } = {}): Promise<LocalSlurm> {
-  const unavailable = localSlurmUnavailable();
+  const unavailable = missingForLocalSlurm();
   if (unavailable) throw new Error(unavailable);
   // Node names unique to this cluster: Slurm names its cgroups after them (slurm_<node>), and two clusters
   // started on one host (two test files, a test and the bench) must never touch each other's jobs.
@@ -165,6 +174,8 @@ export async function startLocalSlurm(options: { nodes?: string[]; gpusPerNode?:
       live.filter((pid) => processStartTime(pid) !== undefined),
       'SIGKILL',
     );
+    // The pids cgroups the job scripts made on these nodes (sandbox/slurm.ts); a killed job's may be left.
+    for (const node of nodes) spawnSync('sh', ['-c', `rmdir /sys/fs/cgroup/pids/a2rl-slurm/${node}_job_* 2>/dev/null`]);
     rmSync(dir, { recursive: true, force: true });
   };
   try {

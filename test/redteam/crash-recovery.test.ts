@@ -242,7 +242,8 @@ describe.skipIf(slurmUnavailable)(
       const marker = newMarker();
       const started = await call(client, 'run_training', { command: `python3 -c "while True: pass" ${marker}` });
       await whenRunning(marker, 60_000);
-      const slurmJobs = () => execFileSync('squeue', ['-h', '-o', '%j'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
+      const slurmJobs = () =>
+        execFileSync('squeue', ['-h', '-t', 'pending,running', '-o', '%j'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
       // The job is a Slurm job named after its owner, and outlives the server's SIGKILL.
       expect(slurmJobs()).toContainEqual(expect.stringMatching(new RegExp(`^a2rl\\.\\d+-\\d+\\.${String(started.structured.job_id)}$`)));
       await killServer(server);
