@@ -9,7 +9,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
@@ -486,6 +486,8 @@ async function manyFilesWorkspace(home: string, files: number, calls: number) {
     return {
       files,
       calls_per_run: calls,
+      // The host's load while it ran: on a shared machine both sides of each ratio share it.
+      load_average_1m: round(loadavg()[0]!),
       big_run_p50_ms: { empty: round(p50(bigEmpty!)), full: round(p50(bigFull!)), ratio: round(p50(bigFull!) / p50(bigEmpty!)) },
       other_run_p99_ms: {
         without: round(p99(otherWithout!)),
