@@ -99,11 +99,10 @@ describe.skipIf(unavailable)(`Slurm backend on a local two-node cluster${unavail
     const code = `
       import { SlurmBackend } from ${JSON.stringify(join(packageRoot, 'dist', 'sandbox', 'slurm.js'))};
       import { processStartTime } from ${JSON.stringify(join(packageRoot, 'dist', 'sandbox', 'process-tree.js'))};
-      import { openSync } from 'node:fs';
       const owner = process.pid + '-' + processStartTime(process.pid);
       const backend = new SlurmBackend(owner, { sharedRoot: '/tmp', orphanAfterSeconds: 3 });
       const sandbox = await backend.create({ name: 'orphan', mounts: [], hidden: [], env: {}, workdir: '/tmp' });
-      sandbox.exec({ command: ['sleep', '300'], limits: { cpus: 1, memoryBytes: 64 * 2 ** 20, pids: 16, gpus: [] }, output: openSync('/dev/null', 'w'), tag: 'orphan' });
+      sandbox.exec({ command: ['sleep', '300'], limits: { cpus: 1, memoryBytes: 64 * 2 ** 20, pids: 16, gpus: [] }, output: { write: () => undefined }, tag: 'orphan' });
       process.stdout.write(owner + '\\n');
       setInterval(() => undefined, 1000);`;
     const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
