@@ -16,7 +16,7 @@ export const budgetStatusTool = defineTool({
     run_id: z.string(),
     task_id: z.string(),
     run_state: z.enum(['active', 'ended']),
-    end_reason: z.string().nullable(),
+    end_reason: z.string().optional(),
     wall_seconds: lineSchema,
     compute_seconds: lineSchema,
     submissions: lineSchema,
