@@ -199,7 +199,8 @@ checkpoint.save(m, 'output/tweak')
       expect((await call(client, 'exec', { command: tweak })).structured.exit_code).toBe(0);
       const submitted = await call(client, 'submit_artifact', { path: 'output/tweak' });
       const scored = await waitScore(client, submitted.structured.submission_id);
-      expect(scored.submissions[0]).toMatchObject({ state: 'failed', score: null });
+      expect(scored.submissions[0].state).toBe('failed');
+      expect(scored.submissions[0]).not.toHaveProperty('score');
       expect(scored.submissions[0].error).toMatch(/judge llm:down-judge@.* failed: HTTP 503/);
     } finally {
       await client.close();

@@ -16,14 +16,17 @@ export const budgetStatusTool = defineTool({
     run_id: z.string(),
     task_id: z.string(),
     run_state: z.enum(['active', 'ended']),
-    end_reason: z.string().nullable(),
+    end_reason: z.string().optional(),
     wall_seconds: lineSchema,
     compute_seconds: lineSchema,
     submissions: lineSchema,
     rollout_episodes: lineSchema,
     exhausted: z.array(z.string()),
     disk_bytes: lineSchema.extend({
-      measured_seconds_ago: z.number().nullable().describe('Age of the disk figure: it is measured in the background, about every second'),
+      measured_seconds_ago: z
+        .number()
+        .optional()
+        .describe('Age of the disk figure, measured in the background about every second; left out before the first measurement'),
     }),
     compute_measured_by: z.string().describe("Where jobs' CPU time is read from"),
   }),

@@ -30,7 +30,7 @@ export const execTool = defineTool({
     .strict(),
   outputSchema: z.object({
     job_id: z.string(),
-    exit_code: z.number().nullable(),
+    exit_code: z.number().optional(),
     state: z.string(),
     timed_out: z.boolean(),
     output: z.string(),

@@ -8,17 +8,17 @@ import { defineTool, maxWaitSeconds, reportProgress } from './shared/define.js';
 const submissionSchema = z.object({
   submission_id: z.string(),
   path: z.string(),
-  note: z.string().nullable(),
+  note: z.string().optional(),
   state: z.enum(['queued', 'grading', 'graded', 'failed']),
-  score: z.number().nullable().describe('Score (0-100) on the public half of the evaluation set'),
+  score: z.number().optional().describe('Score (0-100) on the public half of the evaluation set'),
   metrics: z
     .record(z.string(), z.union([z.number(), z.string()]))
-    .nullable()
+    .optional()
     .describe("The grader's other numbers on the public half, e.g. lc_win_rate and the judge"),
-  error: z.string().nullable().describe('Why grading failed'),
+  error: z.string().optional().describe('Why grading failed'),
   content_hash: z.string(),
   submitted_at_s: z.number(),
-  graded_at_s: z.number().nullable(),
+  graded_at_s: z.number().optional(),
 });
 
 export const getScoreTool = defineTool({
@@ -36,9 +36,9 @@ export const getScoreTool = defineTool({
     .strict(),
   outputSchema: z.object({
     submissions: z.array(submissionSchema),
-    best: z.object({ submission_id: z.string(), score: z.number() }).nullable(),
-    baseline: z.object({ state: z.enum(['graded', 'pending']), score: z.number().nullable() }),
-    improvement: z.number().nullable().describe('Best score minus baseline'),
+    best: z.object({ submission_id: z.string(), score: z.number() }).optional(),
+    baseline: z.object({ state: z.enum(['graded', 'pending']), score: z.number().optional() }),
+    improvement: z.number().optional().describe('Best score minus baseline'),
   }),
   annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run, args, extra) => {

@@ -98,11 +98,11 @@ export const jobLogsTool = defineTool({
     .strict(),
   outputSchema: z.object({
     job_id: z.string(),
-    total_lines: z.number().nullable().describe('Lines in the log; null when this call did not read all of it'),
+    total_lines: z.number().optional().describe('Lines in the log; left out when this call did not read all of it'),
     first_line: z
       .number()
-      .nullable()
-      .describe('Line number of the first returned line (1-based); 0 when none; null for a tail of a log too long to number'),
+      .optional()
+      .describe('Line number of the first returned line (1-based); 0 when none; left out for a tail of a log too long to number'),
     lines: z.array(z.string()),
     stopped_early: z.string().optional().describe('Set when a scan stopped at its bounds before the end of the log: why, and where'),
   }),

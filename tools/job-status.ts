@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineTool, maxWaitSeconds } from './shared/define.js';
-import { findJob, jobViewSchema, viewJob, waitForJob } from './shared/job-view.js';
+import { findJob, type JobView, jobViewSchema, viewJob, waitForJob } from './shared/job-view.js';
 
 export const jobStatusTool = defineTool({
   name: 'job_status',
@@ -30,7 +30,7 @@ export const jobStatusTool = defineTool({
   },
 });
 
-function describe(job: z.infer<typeof jobViewSchema>): string {
+function describe(job: JobView): string {
   const end = job.reason ? ` (${job.reason})` : job.waiting ? ` (${job.waiting})` : '';
   return `${job.job_id} [${job.kind}] ${job.state}${end}, ${job.duration_s}s, cpu ${job.cpu_s}s: ${job.command}\n  last line: ${job.last_line}`;
 }

@@ -21,7 +21,7 @@ export const submitArtifactTool = defineTool({
     submission_id: z.string(),
     state: z.enum(['queued', 'grading', 'graded', 'failed']),
     duplicate: z.boolean().describe('True when identical content was submitted before: this is that submission'),
-    score: z.number().nullable(),
+    score: z.number().optional(),
     content_hash: z.string(),
     submissions_left: z.number(),
   }),

@@ -42,7 +42,7 @@ function answerSdkErrorsWithCodes(server: McpServer): void {
   });
 }
 
-export function codedSdkError(message: string): string {
+function codedSdkError(message: string): string {
   const text = message.replace(/^MCP error -?\d+: /, '');
   const invalid = /^Input validation error: Invalid arguments for tool (\S+): ([\s\S]*)$/.exec(text);
   if (invalid) {

@@ -127,7 +127,8 @@ describe.each(backends)('red team, forging results (%s)', (backend) => {
       expect(unsafe.structured.output).toMatch(/^\d+ \{"public": \{"score": 100\}/);
       const submitted = await call(client, 'submit_artifact', { path: 'output/pickled' });
       const result = (await waitScore(client, submitted.structured.submission_id)).submissions[0];
-      expect(result).toMatchObject({ state: 'failed', score: null });
+      expect(result.state).toBe('failed');
+      expect(result).not.toHaveProperty('score');
       const scores = await call(client, 'get_score');
       expect(scores.structured.best.score).toBeLessThan(100);
       const grades = JSON.parse(scoresNow()).grades as Array<{ public_score: number }>;

@@ -20,7 +20,28 @@ export interface ToolDefinition<I extends z.ZodObject, O extends z.ZodObject> {
   inputSchema: I;
   outputSchema: O;
   annotations: Omit<ToolAnnotations, 'title'>;
-  handler: (run: Run, args: z.infer<I>, extra: ToolExtra) => Promise<ToolOutput<z.infer<O>>>;
+  handler: (run: Run, args: z.infer<I>, extra: ToolExtra) => Promise<ToolOutput<WithNulls<z.infer<O>>>>;
+}
+
+/** A result as a handler builds it: an optional field may be null (a store column's "none"); the answer leaves it out. */
+export type WithNulls<T> = T extends readonly (infer U)[]
+  ? WithNulls<U>[]
+  : T extends Record<string, unknown>
+    ? { [K in keyof T]: undefined extends T[K] ? WithNulls<Exclude<T[K], undefined>> | null | undefined : WithNulls<T[K]> }
+    : T;
+
+/**
+ * Leaves null fields out of a result: output schemas declare them optional, not as nullable
+ * unions, which the MCP Inspector flags as unportable across clients.
+ */
+export function withoutNulls(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutNulls);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([, item]) => item !== null)
+      .map(([key, item]) => [key, withoutNulls(item)]),
+  );
 }
 
 /** Declares a tool; `register` binds it to a run's MCP server. */
@@ -41,9 +62,10 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(definit
           try {
             run.admitCall();
             const output = await definition.handler(run, args, extra);
+            const structured = withoutNulls(output.structured) as Record<string, unknown>;
             return {
-              content: [{ type: 'text', text: output.text ?? JSON.stringify(output.structured, null, 2) }],
-              structuredContent: output.structured as Record<string, unknown>,
+              content: [{ type: 'text', text: output.text ?? JSON.stringify(structured, null, 2) }],
+              structuredContent: structured,
             };
           } catch (error) {
             if (isA2rlError(error)) return { isError: true, content: [{ type: 'text', text: `[${error.code}] ${error.message}` }] };

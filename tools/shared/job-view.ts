@@ -3,19 +3,19 @@ import { A2rlError } from '../../src/util/errors.js';
 import { readTail } from '../../src/util/safe-fs.js';
 import type { Run } from '../../src/core/run.js';
 import { finishedJobStates, type JobRow } from '../../src/store/store.js';
-import { reportProgress, type ToolExtra } from './define.js';
+import { reportProgress, type ToolExtra, type WithNulls } from './define.js';
 
 export const jobViewSchema = z.object({
   job_id: z.string(),
   kind: z.enum(['exec', 'training', 'rollouts', 'grading']),
   command: z.string(),
   state: z.enum(['running', 'succeeded', 'failed', 'cancelled', 'timed_out', 'oom_killed', 'budget_stopped', 'lost']),
-  reason: z.string().nullable().describe('Why it ended as it did, when not plainly successful'),
+  reason: z.string().optional().describe('Why it ended as it did, when not plainly successful'),
   waiting: z
     .string()
     .optional()
     .describe('Why a running job has not started yet, e.g. "pending in Slurm (Resources)": waiting is not charged'),
-  exit_code: z.number().nullable(),
+  exit_code: z.number().optional(),
   started_at_s: z.number().describe('Seconds since the run started'),
   duration_s: z.number(),
   cpu_s: z.number().describe('CPU seconds used so far (charged to the compute budget, except grading)'),
@@ -23,7 +23,8 @@ export const jobViewSchema = z.object({
   result: z.unknown().optional().describe('What the job produced, e.g. a rollout batch summary'),
 });
 
-export type JobView = z.infer<typeof jobViewSchema>;
+/** A job as tools show it; null fields are left out of the answer. */
+export type JobView = WithNulls<z.infer<typeof jobViewSchema>>;
 
 export const jobId = (id: number) => `job-${id}`;
 
