@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cliEntry } from '../../src/util/paths.js';
+import { unlimitedCalls } from './mcp.js';
 
 /** The admin token every test HTTP server accepts for `POST /runs`. */
 export const adminToken = 'test-admin-token';
@@ -17,7 +18,7 @@ export interface HttpServer {
 
 /** A real `a2rl serve --http` child on a free loopback port, on `home`, with extra `serve` flags. */
 export async function startHttpServer(home: string, args: string[] = []): Promise<HttpServer> {
-  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...args], {
+  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...unlimitedCalls, ...args], {
     env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -34,6 +34,8 @@ export async function startInProcess(options: {
     home: options.home,
     logger: pino({ level: 'silent' }),
     backend: options.backend,
+    // Tool tests call as fast as the machine allows: how many a second must not decide whether they are refused.
+    callsPerSecond: 1_000_000,
     ...options.engine,
   });
   const run = await engine.createRun({ taskId: options.task ?? 'micro-gsm8k', budget: options.budget, label: options.label ?? 'test' });

@@ -10,6 +10,12 @@ export interface CallResult {
   structured: Record<string, any>;
 }
 
+/**
+ * Tests call as fast as the machine allows: how many a second must not decide whether a call is
+ * refused, so test servers lift the per-run call rate; a test of the limit passes its own after it.
+ */
+export const unlimitedCalls = ['--calls-per-second', '1000000'];
+
 /** A real `a2rl serve` child process with an MCP client on its stdio. */
 export async function startServer(options: {
   home: string;
@@ -22,7 +28,7 @@ export async function startServer(options: {
     task: options.task ?? 'micro-gsm8k',
     budget: options.budget,
     label: options.label ?? 'test',
-    serverArgs: options.serverArgs,
+    serverArgs: [...unlimitedCalls, ...(options.serverArgs ?? [])],
     home: options.home,
     stderr: 'ignore',
     clientName: 'a2rl-test',

@@ -64,23 +64,20 @@ describe.each(backends)('crash recovery: SIGKILL the HTTP server, restart, recon
     });
   }
 
-  /** The burst below is about crashes, not the call rate: its servers lift the limit. */
-  const unlimitedCalls = ['--calls-per-second', '100000'];
-
   async function crashAndRestart(point: string): Promise<number[]> {
     const tree = processTree(server.child.pid!).slice(1);
     await killServer(server);
     const lost = lostEvents();
     recordFigure({ kind: 'crash', point, backend, answered_calls: answered.length, events_lost: lost.length });
     expect(lost).toEqual([]);
-    server = await startHttpServer(home, backend, unlimitedCalls);
+    server = await startHttpServer(home, backend);
     client = await connectHttp(server.url, run.token);
     return tree;
   }
 
   beforeAll(async () => {
     run = await createHttpRun(home);
-    server = await startHttpServer(home, backend, unlimitedCalls);
+    server = await startHttpServer(home, backend);
     client = await connectHttp(server.url, run.token);
     await waitBaseline(client);
   });

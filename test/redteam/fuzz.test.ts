@@ -175,8 +175,6 @@ describe.each(backends)('fuzzed tool inputs (%s)', (backend) => {
   beforeAll(async () => {
     ({ client, runId, workspace } = await stdioRun(home, backend, {
       budget: 'episodes=8,submissions=3',
-      // Fuzzing calls fast, about inputs, not the call rate: lifted.
-      serverArgs: ['--calls-per-second', '100000'],
     }));
     await waitBaseline(client);
     mkdirSync(join(home, 'submissions'), { recursive: true });
