@@ -37,6 +37,8 @@ describe('MCP server, in process', () => {
   beforeAll(async () => {
     served = await startInProcess({ home, budget: 'submissions=4' });
     client = served.client;
+    // The baseline grading starts with the run: done before the tests, it cannot change what a refused call must leave as it was.
+    await served.engine.gradeBaseline(served.run);
     runId = (await call(client, 'budget_status')).structured.run_id;
     workspace = join(home, 'runs', runId, 'workspace');
     mkdirSync(join(home, 'submissions'), { recursive: true });
