@@ -201,9 +201,10 @@ class BubblewrapProcess implements SandboxProcess {
       const finish = async (exitCode: number | null, signal: string | null) => {
         const oomKilled = (this.cgroup?.oomKills() ?? 0) > 0;
         this.finalUsage = this.usage();
-        // Whatever the job left behind dies with it; the cgroup goes once it is empty.
-        await this.cgroup?.killAndRemove();
+        // Whatever the job left behind dies with it; the empty cgroup goes after the answer.
+        await this.cgroup?.killAll();
         resolve({ exitCode, signal, oomKilled });
+        this.cgroup?.remove();
       };
       // 'close', not 'exit': captured output is complete only once the pipes have closed.
       child.once('close', (code, signal) => void finish(code, signal));

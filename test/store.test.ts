@@ -59,6 +59,31 @@ describe('store', () => {
     }
   });
 
+  it('reads a run again once it changed, through this store or another process, and never hands out a row to edit', () => {
+    const path = join(tempDir('store'), 'store.sqlite');
+    const store = new Store(path);
+    const other = new Store(path);
+    try {
+      newRun(store, 'r1');
+      newRun(store, 'r2');
+      const before = store.getRun('r1')!;
+      expect(before.state).toBe('active');
+      expect(store.getRun('r1')).toBe(before);
+      expect(() => ((before as { state: string }).state = 'ended')).toThrow(TypeError);
+      store.setRunAgent('r1', { agent: 'claude-code' });
+      expect(store.getRun('r1')!.agent).toBe('claude-code');
+      // Another connection's commit (e.g. `a2rl runs revoke`) is seen at the next read.
+      other.endRun('r2', 'revoked by the operator', Date.now());
+      expect(store.getRun('r2')).toMatchObject({ state: 'ended', end_reason: 'revoked by the operator' });
+      store.endRun('r1', 'done', Date.now());
+      expect(store.getRun('r1')!.state).toBe('ended');
+      expect(store.getRun('nope')).toBeUndefined();
+    } finally {
+      other.close();
+      store.close();
+    }
+  });
+
   it('returns the earlier submission for identical content and refuses past the cap', () => {
     const store = new Store(join(tempDir('store'), 'store.sqlite'));
     newRun(store, 'r1');

@@ -5,6 +5,8 @@ const maxRecordedText = 4000;
 
 /** Long strings (file contents, logs) are cut in the record; their length is kept. */
 function abridge(value: unknown): unknown {
+  // Most results hold no long string: they are recorded as they are, with no copy.
+  if (!holdsLongString(value)) return value;
   if (typeof value === 'string') {
     return value.length > maxRecordedText ? `${value.slice(0, maxRecordedText)}… [${value.length} chars]` : value;
   }
@@ -13,6 +15,13 @@ function abridge(value: unknown): unknown {
     return Object.fromEntries(Object.entries(value).map(([key, v]) => [key, abridge(v)]));
   }
   return value;
+}
+
+function holdsLongString(value: unknown): boolean {
+  if (typeof value === 'string') return value.length > maxRecordedText;
+  if (value === null || typeof value !== 'object') return false;
+  for (const item of Array.isArray(value) ? value : Object.values(value)) if (holdsLongString(item)) return true;
+  return false;
 }
 
 /**

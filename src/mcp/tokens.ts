@@ -30,7 +30,7 @@ export function runOfToken(store: Store, token: string): string | undefined {
 /**
  * The run each presented token opens, remembered so that a request pays neither the hash nor
  * the store lookup again, and forgotten whenever a token may have been revoked (the store's
- * tokensVersion): a revoked token is refused from the next request on.
+ * changesVersion): a revoked token is refused from the next request on.
  */
 export class RunTokenCache {
   private readonly runs = new Map<string, string>();
@@ -42,7 +42,7 @@ export class RunTokenCache {
   ) {}
 
   runOf(token: string): string | undefined {
-    const version = this.store.tokensVersion();
+    const version = this.store.changesVersion();
     if (version !== this.version) {
       this.runs.clear();
       this.version = version;

@@ -239,8 +239,10 @@ export class Store {
   readonly db: Database.Database;
   private readonly statements = new Map<string, Database.Statement>();
   private checkpointer?: Worker;
-  /** Revocations made through this connection, which data_version does not count. */
-  private revocations = 0;
+  /** Run rows and tokens changed through this connection, which data_version does not count. */
+  private localChanges = 0;
+  /** Run rows as last read, with the {@link changesVersion} they were read at: every tool call reads its run. */
+  private readonly runRows = new Map<string, { version: string; row: Readonly<RunRow> }>();
 
   constructor(readonly path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -308,14 +310,22 @@ export class Store {
   // runs
 
   insertRun(run: Omit<RunRow, 'state' | 'end_reason' | 'ended_at' | 'infrastructure_failure' | keyof RunAgent>): void {
+    this.localChanges++;
     this.statement(
       `INSERT INTO runs (id, task_id, label, budget, state, dir, sandbox, grader_version, owner, created_at)
          VALUES (@id, @task_id, @label, @budget, 'active', @dir, @sandbox, @grader_version, @owner, @created_at)`,
     ).run(run);
   }
 
-  getRun(id: string): RunRow | undefined {
-    return this.statement('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
+  /** The run's row, frozen: it is shared with later readers until the run changes. */
+  getRun(id: string): Readonly<RunRow> | undefined {
+    const version = this.changesVersion();
+    const cached = this.runRows.get(id);
+    if (cached?.version === version) return cached.row;
+    const row = this.statement('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
+    if (row === undefined) return undefined;
+    this.runRows.set(id, { version, row: Object.freeze(row) });
+    return row;
   }
 
   listRuns(): RunRow[] {
@@ -327,6 +337,7 @@ export class Store {
   }
 
   endRun(id: string, reason: string, at: number): boolean {
+    this.localChanges++;
     const changed = this.statement(`UPDATE runs SET state = 'ended', end_reason = ?, ended_at = ? WHERE id = ? AND state = 'active'`).run(
       reason,
       at,
@@ -337,6 +348,7 @@ export class Store {
 
   /** Records who is benchmarked in a run; fields left undefined keep their value. */
   setRunAgent(id: string, agent: Partial<RunAgent>): void {
+    this.localChanges++;
     const changed = this.statement(
       `UPDATE runs SET agent = COALESCE(@agent, agent), agent_version = COALESCE(@agent_version, agent_version),
            driver_model = COALESCE(@driver_model, driver_model) WHERE id = @id`,
@@ -351,6 +363,7 @@ export class Store {
 
   /** Marks a run whose infrastructure failed; reports and the leaderboard count it apart, never as the agent's result. */
   markInfrastructureFailure(id: string, reason: string): void {
+    this.localChanges++;
     this.statement('UPDATE runs SET infrastructure_failure = ? WHERE id = ?').run(reason, id);
   }
 
@@ -365,6 +378,7 @@ export class Store {
 
   /** Hands a run from one server process to another; false when `from` no longer owns it. */
   claimRun(id: string, from: string, to: string): boolean {
+    this.localChanges++;
     return this.statement('UPDATE runs SET owner = ? WHERE id = ? AND owner = ?').run(to, id, from).changes > 0;
   }
 
@@ -383,17 +397,17 @@ export class Store {
   }
 
   /**
-   * Changes whenever a token may have been revoked: on a revocation through this store, or any
-   * commit by another connection (SQLite's data_version), e.g. `a2rl runs revoke`. What was
-   * derived from the tokens before then must be looked up again.
+   * Changes whenever a run row or a token may have changed: on such a write through this store,
+   * or any commit by another connection (SQLite's data_version), e.g. `a2rl runs revoke`. What
+   * was derived from them before then must be looked up again.
    */
-  tokensVersion(): string {
-    return `${this.statement('PRAGMA data_version').pluck().get() as number}:${this.revocations}`;
+  changesVersion(): string {
+    return `${this.statement('PRAGMA data_version').pluck().get() as number}:${this.localChanges}`;
   }
 
   /** Revokes a run's token and ends the run, in one transaction: a crash cannot leave a revoked run active. Whether the run ended now. */
   revokeRun(runId: string, reason: string, at: number): boolean {
-    this.revocations++;
+    this.localChanges++;
     return this.db.transaction(() => {
       this.statement('UPDATE run_tokens SET revoked_at = ? WHERE run_id = ? AND revoked_at IS NULL').run(at, runId);
       return this.endRun(runId, reason, at);

@@ -35,13 +35,20 @@ export type WithNulls<T> = T extends readonly (infer U)[]
  * unions, which the MCP Inspector flags as unportable across clients.
  */
 export function withoutNulls(value: unknown): unknown {
+  // Most results hold no null: they are returned as they are, with no copy (every call pays this).
+  if (!holdsNull(value)) return value;
   if (Array.isArray(value)) return value.map(withoutNulls);
-  if (value === null || typeof value !== 'object') return value;
   return Object.fromEntries(
-    Object.entries(value)
+    Object.entries(value as object)
       .filter(([, item]) => item !== null)
       .map(([key, item]) => [key, withoutNulls(item)]),
   );
+}
+
+function holdsNull(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  for (const item of Array.isArray(value) ? value : Object.values(value)) if (item === null || holdsNull(item)) return true;
+  return false;
 }
 
 /** Declares a tool; `register` binds it to a run's MCP server. */
