@@ -4,7 +4,8 @@
 //   node scripts/task-table.mjs --check    exit 1, naming the command, when README.md's table is not what task.json says
 //   --root DIR                             the repository to read (default: this one); README.md and tasks/ are under it
 // A row per folder of tasks/ holding a task.json (as the server's listTaskIds finds them), ordered by level, then id:
-// id, level and summary, paperTask, figures.baseline (public / private, with the metric), figures.oracle.
+// id, level and summary, paperTask, figures.baseline (public / private, with the metric), and each route's oracle
+// (oracles[].measured: SFT on the training answers, reward-only from the task's reward alone; "none" where a task has none).
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,7 +38,9 @@ function readTasks(tasksDir) {
       const missing = ['id', 'level', 'summary', 'paperTask', 'metric', 'figures'].filter((key) => task[key] === undefined);
       const baseline = task.figures?.baseline ?? {};
       if (typeof baseline.public !== 'number' || typeof baseline.private !== 'number') missing.push('figures.baseline.public/private');
-      if (typeof task.figures?.oracle !== 'string') missing.push('figures.oracle');
+      if (!Array.isArray(task.oracles) || !task.oracles.every((o) => typeof o.route === 'string' && typeof o.measured === 'string')) {
+        missing.push('oracles[].route/measured');
+      }
       if (missing.length) fail(`${file} lacks ${missing.join(', ')}, which the README's task table shows`);
       return task;
     })
@@ -47,13 +50,13 @@ function readTasks(tasksDir) {
 /** The table as Markdown, its columns padded to their widest cell. */
 function renderTable(tasks) {
   const rows = [
-    ['task', 'level', 'paper task', 'baseline, public / private', 'oracle, default budget'],
+    ['task', 'level', 'paper task', 'baseline, public / private', 'SFT oracle', 'reward-only oracle'],
     ...tasks.map((t) => [
       `\`${t.id}\``,
       `${t.level} (${t.summary})`,
       t.paperTask,
       `${t.figures.baseline.public} / ${t.figures.baseline.private} ${t.metric}`,
-      t.figures.oracle,
+      ...['sft', 'reward-only'].map((route) => t.oracles.find((o) => o.route === route)?.measured ?? 'none'),
     ]),
   ];
   const widths = rows[0].map((_, col) => Math.max(3, ...rows.map((row) => row[col].length)));

@@ -14,8 +14,9 @@ the sandbox's /workspace/lib (microlm and the env package, see microlm.testing).
 - the grader refuses bad checkpoints with status 2, "invalid checkpoint" on stderr and no output;
 - the rollout command, run as launch_rollouts runs it, plays a few episodes on the base model in
   groups, and refuses bad arguments with status 2;
-- the oracle replay is JSONL of tool calls that submits a checkpoint, the files it writes with $file
-  exist in oracle/, and the flags it passes to them are flags they take.
+- each oracle replay (one per route, sft or reward-only) is JSONL of tool calls that submits a checkpoint,
+  the files it writes with $file exist in oracle/, and the flags it passes to them are flags they take; a
+  reward-only oracle launches rollouts.
 
 Per-task behaviour (reward rules, environments, score ranges of two-phase graders, ...) is checked by
 each task's own tests/test_*.py.
@@ -53,13 +54,15 @@ LINE_FIELDS = {
 # How far (in points) a score grader's grade of the base model may be from figures.baseline: the
 # same machine gives the same grade; another CPU or BLAS build may round a few decisions differently.
 BASELINE_TOLERANCE = 5.0
-# Every field task.json must have, as "a.b" paths (src/tasks.ts's schema, plus the README table's).
+# What each entry of task.json's "oracles" declares, and the routes an oracle may take (src/tasks/task.ts).
+ORACLE_FIELDS = {"route", "replay", "minImprovement", "measured"}
+ORACLE_ROUTES = ("sft", "reward-only")
+# Every field task.json must have, as "a.b" paths (src/tasks/task.ts's schema, plus the README table's).
 REQUIRED = (
     "id title level tier paperTask summary grading metric library env.dir env.package baseModel trainData evalData "
     "rollouts.data rollouts.reward grader.kind grader.entry grader.version grader.timeoutSeconds grader.cpus "
     "grader.memoryMb submission.requiredFiles submission.maxBytes submission.maxFiles jobs.cpus jobs.memoryMb jobs.pids "
-    "defaultBudget instructions oracle.replay oracle.minImprovement successMargin "
-    "figures.baseline.public figures.baseline.private figures.oracle"
+    "defaultBudget instructions oracles successMargin figures.baseline.public figures.baseline.private"
 ).split()
 
 
@@ -135,10 +138,16 @@ class Contract:
         self.assertIn(self.spec["rollouts"]["reward"], ("sandbox", "judge"))
         for name in ("public", "private"):
             self.assertIsInstance(self.spec["figures"]["baseline"][name], (int, float))
+        oracles = self.spec["oracles"]
+        self.assertTrue(oracles, "task.json lists no oracle")
+        for oracle in oracles:
+            self.assertEqual(set(oracle), ORACLE_FIELDS, oracle)
+            self.assertIn(oracle["route"], ORACLE_ROUTES)
+        self.assertEqual(len({o["route"] for o in oracles}), len(oracles), "one oracle per route")
         paths = [os.path.join(TASKS, self.spec["library"]), self.T.path(self.spec["env"]["dir"], "__init__.py"),
                  self.T.path(self.spec["env"]["dir"], "rollouts.py"), self.T.path(self.spec["rollouts"]["data"]),
                  self.T.path("grader", self.spec["grader"]["entry"]), self.T.path(self.spec["instructions"]),
-                 self.T.path(self.spec["oracle"]["replay"]), self.T.path("generate.py"), self.T.path("pretrain.py"),
+                 *[self.T.path(o["replay"]) for o in self.spec["oracles"]], self.T.path("generate.py"), self.T.path("pretrain.py"),
                  self.T.path("README.md")]
         paths += [self.T.path(self.spec["evalData"], f"{split}.jsonl") for split in SPLITS]
         paths += [self.T.path(self.spec["baseModel"], name) for name in self.spec["submission"]["requiredFiles"]]
@@ -223,8 +232,12 @@ class Contract:
         self.assertEqual(status, 2, stderr)
         self.assertIn("error:", stderr)
 
-    def test_oracle_replay_is_well_formed(self):
-        replay = self.T.path(self.spec["oracle"]["replay"])
+    def test_oracle_replays_are_well_formed(self):
+        for oracle in self.spec["oracles"]:
+            with self.subTest(route=oracle["route"]):
+                self.check_replay(self.T.path(oracle["replay"]), oracle["route"])
+
+    def check_replay(self, replay, route):
         oracle_dir = os.path.dirname(replay)
         with open(replay) as f:
             calls = [json.loads(line) for line in f if line.strip()]
@@ -233,6 +246,9 @@ class Contract:
             self.assertIsInstance(call, dict)
             self.assertIsInstance(call.get("tool"), str, call)
         self.assertIn("submit_artifact", [c["tool"] for c in calls])
+        if route == "reward-only":
+            # Its learning signal is the reward of its own episodes.
+            self.assertIn("launch_rollouts", [c["tool"] for c in calls])
         scripts = {}  # workspace path -> file in oracle/
         for call in calls:
             content = call.get("arguments", {}).get("content")

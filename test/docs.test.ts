@@ -101,7 +101,7 @@ const opening = [
   '# a2rl-bench',
   '',
   '```sh',
-  "npm run demo    # installs what it needs, then runs every task's oracle end to end through the MCP server (about 20 min on 2 cores)",
+  "npm run demo    # installs what it needs, then runs every task's main oracle end to end through the MCP server (about 20 min on 2 cores)",
   'npm test        # installs what it needs, then runs the test suite (unit, real sandbox, real MCP client, end to end)',
   '```',
   '',

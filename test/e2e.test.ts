@@ -6,7 +6,8 @@ import { analyzeRun, loadRunFacts } from '../src/reports/analysis.js';
 import { loadReplay, playReplay } from '../src/launch/replay.js';
 import { summarizeRun } from '../src/reports/summary.js';
 import { Store } from '../src/store/store.js';
-import { getTask, listTaskIds } from '../src/tasks/task.js';
+import { getTask, listTaskIds, type OracleRoute } from '../src/tasks/task.js';
+import { oracleOf } from '../src/launch/demo.js';
 import { tmpdir } from 'node:os';
 import { prepareDocker } from './helpers/docker.js';
 import { startServer } from './helpers/mcp.js';
@@ -22,33 +23,37 @@ afterAll(async () => {
   await slurm?.stop();
 });
 
+/** Every task's oracles: the SFT route where the training data holds answers, the reward-only route from rewards alone. */
+const oracles = listTaskIds().flatMap((taskId) => getTask(taskId).oracles.map(({ route }) => [taskId, route] as const));
+
 describe('oracles end to end', () => {
-  it.each(listTaskIds())(
-    '%s: the oracle replay, through a real stdio client, beats the baseline by its margin within the default budget',
+  it.each(oracles)(
+    '%s, %s oracle: the replay, through a real stdio client, beats the baseline by its margin within the default budget',
     { timeout: 30 * 60_000 },
-    (taskId) => playOracle(taskId, []),
+    (taskId, route) => playOracle(taskId, route, []),
   );
 
   it.skipIf(dockerUnavailable)(
-    `micro-gsm8k on the Docker sandbox backend: the oracle replay beats the baseline by its margin${dockerUnavailable ? ` (skipped: ${dockerUnavailable})` : ''}`,
+    `micro-gsm8k on the Docker sandbox backend: the SFT oracle beats the baseline by its margin${dockerUnavailable ? ` (skipped: ${dockerUnavailable})` : ''}`,
     { timeout: 30 * 60_000 },
-    () => playOracle('micro-gsm8k', ['--sandbox', 'docker']),
+    () => playOracle('micro-gsm8k', 'sft', ['--sandbox', 'docker']),
   );
 
   it.skipIf(slurmUnavailable)(
-    `micro-gsm8k on the Slurm backend (two local nodes): the oracle replay beats the baseline by its margin${slurmUnavailable ? ` (skipped: ${slurmUnavailable})` : ''}`,
+    `micro-gsm8k on the Slurm backend (two local nodes): the SFT oracle beats the baseline by its margin${slurmUnavailable ? ` (skipped: ${slurmUnavailable})` : ''}`,
     { timeout: 30 * 60_000 },
-    () => playOracle('micro-gsm8k', ['--sandbox', 'slurm', '--shared-root', tmpdir()]),
+    () => playOracle('micro-gsm8k', 'sft', ['--sandbox', 'slurm', '--shared-root', tmpdir()]),
   );
 });
 
-async function playOracle(taskId: string, serverArgs: string[]): Promise<void> {
+async function playOracle(taskId: string, route: OracleRoute, serverArgs: string[]): Promise<void> {
   const task = getTask(taskId);
+  const oracle = oracleOf(task, route);
   const home = tempDir('e2e');
   const client = await startServer({ home, task: taskId, label: 'oracle', serverArgs });
   let runId = '';
   try {
-    const outcomes = await playReplay(client, loadReplay(task.paths.oracle), {
+    const outcomes = await playReplay(client, loadReplay(oracle.replay), {
       onResult: (outcome) => {
         if (typeof outcome.structured?.run_id === 'string') runId = outcome.structured.run_id;
       },
@@ -63,17 +68,24 @@ async function playOracle(taskId: string, serverArgs: string[]): Promise<void> {
     expect(summary.state).toBe('ended');
     expect(summary.baseline!.public).toBeGreaterThanOrEqual(2);
     expect(summary.baseline!.public).toBeLessThanOrEqual(30);
-    expect(summary.improvement!.public).toBeGreaterThanOrEqual(task.oracle.minImprovement);
-    expect(summary.improvement!.private).toBeGreaterThanOrEqual(task.oracle.minImprovement);
+    expect(summary.improvement!.public).toBeGreaterThanOrEqual(oracle.minImprovement);
+    expect(summary.improvement!.private).toBeGreaterThanOrEqual(oracle.minImprovement);
     expect(summary.compute_seconds).toBeLessThan(task.defaultLimits.computeSeconds);
     // The record holds every call of the replay and the jobs it started.
-    expect(store.listEvents(runId, 'tool').length).toBeGreaterThanOrEqual(loadReplay(task.paths.oracle).steps.length);
+    expect(store.listEvents(runId, 'tool').length).toBeGreaterThanOrEqual(loadReplay(oracle.replay).steps.length);
     expect(store.listJobs(runId).map((job) => job.kind)).toEqual(expect.arrayContaining(['exec', 'training', 'rollouts', 'grading']));
     // Interactive tasks close the loop: rollouts from the current policy, training, fresh rollouts.
     if (task.level === 3) expect(store.listJobs(runId, ['rollouts']).length).toBeGreaterThanOrEqual(2);
     // Every batch's trajectories are kept by the server and linked from the batch event by their hash.
     for (const event of store.listEvents(runId, 'rollouts').filter((e) => e.name === 'batch')) {
-      const { trajectories, episodes } = JSON.parse(event.data) as { trajectories: { sha256: string }; episodes: number };
+      const { trajectories, episodes, ...cost } = JSON.parse(event.data) as {
+        trajectories: { sha256: string };
+        episodes: number;
+        episodes_per_second: number;
+        cpu_seconds_per_episode: number;
+      };
+      expect(cost.episodes_per_second).toBeGreaterThan(0);
+      expect(cost.cpu_seconds_per_episode).toBeGreaterThan(0);
       const kept = readFileSync(join(home, 'trajectories', `${trajectories.sha256}.jsonl`), 'utf8')
         .trim()
         .split('\n');

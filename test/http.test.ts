@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminToken, type HttpServer, startHttpServer } from './helpers/http-server.js';
 import { cliEntry } from '../src/util/paths.js';
 import { loadReplay, playReplay } from '../src/launch/replay.js';
+import { oracleOf } from '../src/launch/demo.js';
 import { summarizeRun } from '../src/reports/summary.js';
 import { Store } from '../src/store/store.js';
 import { issueRunToken, RunTokenCache } from '../src/mcp/tokens.js';
@@ -350,13 +351,14 @@ describe('MCP over HTTP', () => {
     expect(metrics).toMatch(/^a2rl_tool_call_seconds_count\{tool="exec"\} [1-9]\d*$/m);
   });
 
-  it('plays the micro-gsm8k oracle over Streamable HTTP to its improvement', { timeout: 10 * 60_000 }, async () => {
+  it('plays the micro-gsm8k SFT oracle over Streamable HTTP to its improvement', { timeout: 10 * 60_000 }, async () => {
     const task = getTask('micro-gsm8k');
+    const oracle = oracleOf(task, 'sft');
     const { run_id, token } = JSON.parse(
       await cliRun(home, ['runs', 'create', '--task', task.id, '--label', 'oracle-over-http', '--json']),
     ) as { run_id: string; token: string };
     const client = await open(token, 'streamable');
-    const replay = loadReplay(task.paths.oracle);
+    const replay = loadReplay(oracle.replay);
     // The replay's own expectations include the task's improvement threshold.
     const outcomes = await playReplay(client, replay);
     expect(outcomes).toHaveLength(replay.steps.length);
@@ -365,8 +367,8 @@ describe('MCP over HTTP', () => {
     try {
       const summary = summarizeRun(store, run_id);
       expect(summary.state).toBe('active');
-      expect(summary.improvement!.public).toBeGreaterThanOrEqual(task.oracle.minImprovement);
-      expect(summary.improvement!.private).toBeGreaterThanOrEqual(task.oracle.minImprovement);
+      expect(summary.improvement!.public).toBeGreaterThanOrEqual(oracle.minImprovement);
+      expect(summary.improvement!.private).toBeGreaterThanOrEqual(oracle.minImprovement);
       expect(store.listEvents(run_id, 'tool').length).toBeGreaterThanOrEqual(replay.steps.length);
     } finally {
       store.close();

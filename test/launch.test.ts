@@ -6,6 +6,7 @@ import { tools } from '../tools/index.js';
 import { runAgentOf } from '../src/launch/agent-events.js';
 import { agentKind, findExecutable } from '../src/launch/agents.js';
 import { relayEntry } from '../src/launch/bridge.js';
+import { oracleOf } from '../src/launch/demo.js';
 import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
 import type { LaunchedRun } from '../src/launch/launcher.js';
 import { cliEntry, packageRoot } from '../src/util/paths.js';
@@ -591,7 +592,10 @@ describe('replays', { timeout: 30 * 60_000 }, () => {
     writeFileSync(
       trainingReplay,
       [
-        { tool: 'write_file', arguments: { path: 'code/train.py', content: { $file: join(dirname(task.paths.oracle), 'train.py') } } },
+        {
+          tool: 'write_file',
+          arguments: { path: 'code/train.py', content: { $file: join(dirname(oracleOf(task, 'sft').replay), 'train.py') } },
+        },
         { tool: 'run_training', arguments: { command: 'python3 code/train.py --steps 40 --warmup 5 --holdout 20' }, save: 'train' },
         {
           tool: 'job_status',

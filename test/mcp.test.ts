@@ -207,6 +207,12 @@ describe('MCP server, in process', () => {
       /\[INVALID_INPUT\].*multiple of group_size/,
     ],
     [
+      'launch_rollouts { episodes: 4, threads: 3 }',
+      'launch_rollouts',
+      { episodes: 4, threads: 3 },
+      /^\[INVALID_INPUT\] threads \(3\) is more than a job's 2 CPU\(s\); use 1 to 2\./,
+    ],
+    [
       'submit_artifact { path: models/base }',
       'submit_artifact',
       { path: 'models/base' },
@@ -291,11 +297,16 @@ describe('MCP server, in process', () => {
       group_size: 4,
       temperature: 1,
       seed: 3,
+      threads: 2,
     });
     expect(launched.structured.out).toBe('rollouts/batch-001.jsonl');
+    expect(launched.structured.command).toMatch(/ --threads 2 /);
     const job = await waitJob(client, launched.structured.job_id);
     expect(job.state).toBe('succeeded');
     expect(job.result).toMatchObject({ episodes: 16, out: 'rollouts/batch-001.jsonl' });
+    // What the batch cost, to choose batch sizes and threads by.
+    expect(job.result.episodes_per_second).toBeGreaterThan(0);
+    expect(job.result.cpu_seconds_per_episode).toBeGreaterThan(0);
     const lines = readFileSync(join(workspace, 'rollouts', 'batch-001.jsonl'), 'utf8')
       .trim()
       .split('\n')
@@ -530,5 +541,9 @@ describe('stdio transport', () => {
     const judge = await runCli(['serve', '--task', 'micro-gsm8k', '--judge', 'llm']);
     expect(judge.code).not.toBe(0);
     expect(judge.stderr).toMatch(/--judge llm needs --judge-url .* and --judge-model/);
+    // The level-3 tasks' training data holds games, no demonstrations: they have only a reward-only oracle.
+    const route = await runCli(['demo', '--task', 'micro-alfworld', '--route', 'sft']);
+    expect(route.code).not.toBe(0);
+    expect(route.stderr).toMatch(/micro-alfworld has no sft oracle; it has: reward-only\. Pick one of those with --route/);
   });
 });

@@ -14,7 +14,9 @@ export const launchRolloutsTool = defineTool({
     'reward, done], return, success, length). The episodes land in rollouts/batch-NNN.jsonl: the material for GRPO, ' +
     'PPO, REINFORCE or rejection-sampling fine-tuning. group_size G plays G episodes per prompt or game (GRPO ' +
     'groups). Episodes are charged to the rollout budget, CPU time to compute. When the job ends, job_status shows ' +
-    'the batch size, mean reward (or return) and, for interactive tasks, the success rate.',
+    'the batch size, mean reward (or return), for interactive tasks the success rate, and what the batch cost: ' +
+    'episodes per second and CPU-seconds per episode. Sampling inside your own jobs (e.g. with the importable reward) ' +
+    'is charged to compute only, not to the rollout budget.',
   inputSchema: z
     .object({
       checkpoint: z.string().default('models/base').describe('Checkpoint folder in the workspace, e.g. "output/step-400"'),
@@ -27,6 +29,15 @@ export const launchRolloutsTool = defineTool({
         .min(0)
         .optional()
         .describe('Seed for the choice of prompts or games and for sampling (default: the batch number, so each batch differs)'),
+      threads: z
+        .number()
+        .int()
+        .min(1)
+        .max(64)
+        .default(1)
+        .describe(
+          "Torch threads of the sampler, at most a job's CPUs. 1 (the default) plays the most episodes per CPU-second on these small models",
+        ),
     })
     .strict(),
   outputSchema: jobViewSchema.extend({ out: z.string().describe('Where the episodes will be written') }),
@@ -38,6 +49,7 @@ export const launchRolloutsTool = defineTool({
       groupSize: args.group_size,
       temperature: args.temperature,
       seed: args.seed,
+      threads: args.threads,
     });
     const view = viewJob(run, job);
     return {

@@ -4,6 +4,7 @@ import { A2rlError } from '../util/errors.js';
 import { sha256 } from '../util/hashing.js';
 import type { Run } from './run.js';
 import type { JobRow } from '../store/store.js';
+import type { JobCost } from '../jobs/job-manager.js';
 import { judgeAgainstReferences } from '../grading/judge/judge.js';
 import { openForRead, openForWrite, readAt } from '../util/safe-fs.js';
 import { sandboxWorkspace, type Workspace } from './workspace.js';
@@ -15,6 +16,8 @@ export interface RolloutRequest {
   temperature: number;
   /** Defaults to the batch number, so repeated calls sample different prompts. */
   seed?: number;
+  /** Torch threads of the sampler; at most the job's CPUs. */
+  threads: number;
 }
 
 export interface RolloutSummary {
@@ -23,6 +26,9 @@ export interface RolloutSummary {
   mean_reward: number | null;
   /** Share of episodes that reached their goal, where the task's episodes say so (interactive tasks). */
   success_rate?: number;
+  /** What the batch cost: episodes per second of the job's run, and CPU-seconds (charged to compute) per episode. */
+  episodes_per_second: number | null;
+  cpu_seconds_per_episode: number | null;
   out: string;
   /** The server's own copy of the episodes it read, out of the agent's reach: `trajectories/<sha256>.jsonl` in the server's home. */
   trajectories: { sha256: string; bytes: number } | null;
@@ -47,6 +53,10 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
       `episodes (${request.episodes}) must be a multiple of group_size (${request.groupSize}), e.g. ${request.groupSize * Math.max(1, Math.round(request.episodes / request.groupSize))}.`,
     );
   }
+  const cpus = Math.max(1, Math.floor(run.jobLimits().cpus));
+  if (request.threads > cpus) {
+    throw new A2rlError('INVALID_INPUT', `threads (${request.threads}) is more than a job's ${cpus} CPU(s); use 1 to ${cpus}.`);
+  }
   const checkpoint = run.workspace.resolve(request.checkpoint, 'read');
   const required = run.task.submission.requiredFiles;
   if (
@@ -68,6 +78,7 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
     'group-size': request.groupSize,
     temperature: request.temperature,
     seed: request.seed ?? batch,
+    threads: request.threads,
     out: `${sandboxWorkspace}/${out}`,
   };
   const argv = [
@@ -81,8 +92,8 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
     argv,
     limits: run.jobLimits(),
     episodesRequested: request.episodes,
-    collect: async () => {
-      const summary = await collectBatch(run, out, request.episodes);
+    collect: async (_state, cost) => {
+      const summary = await collectBatch(run, out, request.episodes, cost);
       run.record('rollouts', 'batch', { job_id: job.id, ...summary, checkpoint: checkpoint.path });
       return { episodesDone: summary.episodes, result: summary };
     },
@@ -99,7 +110,7 @@ const maxBatchBytes = 64 * 2 ** 20;
  * its reference first and writes the rewards into the file. The file lies in the agent's
  * workspace, so it is opened safely and read to a bound.
  */
-async function collectBatch(run: Run, path: string, requested: number): Promise<RolloutSummary> {
+async function collectBatch(run: Run, path: string, requested: number, cost: JobCost): Promise<RolloutSummary> {
   const episodes = readEpisodes(run.workspace, path).slice(0, requested);
   const rewritten = run.task.rollouts.reward === 'judge' && episodes.length > 0;
   if (rewritten) {
@@ -131,6 +142,8 @@ async function collectBatch(run: Run, path: string, requested: number): Promise<
   const summary: RolloutSummary = {
     episodes: episodes.length,
     mean_reward: mean(rewards),
+    episodes_per_second: episodes.length > 0 && cost.wallSeconds > 0 ? round(episodes.length / cost.wallSeconds, 1) : null,
+    cpu_seconds_per_episode: episodes.length > 0 ? round(cost.cpuSeconds / episodes.length, 4) : null,
     out: path,
     trajectories: recordTrajectories(run.home, episodes),
   };
@@ -159,7 +172,11 @@ function recordTrajectories(home: string, episodes: Array<Record<string, unknown
 
 function mean(values: number[]): number | null {
   if (values.length === 0) return null;
-  return Math.round((values.reduce((a, b) => a + b, 0) / values.length) * 1e4) / 1e4;
+  return round(values.reduce((a, b) => a + b, 0) / values.length, 4);
+}
+
+function round(value: number, digits: number): number {
+  return Math.round(value * 10 ** digits) / 10 ** digits;
 }
 
 function readEpisodes(workspace: Workspace, path: string): Array<Record<string, unknown>> {

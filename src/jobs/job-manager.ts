@@ -32,7 +32,13 @@ export interface JobRequest {
    * Reads (and may complete) what the job produced once it has exited: how many episodes a
    * rollout wrote, their rewards from a judge. The job stays running until it resolves.
    */
-  collect?: (state: JobState) => Promise<Collected> | Collected;
+  collect?: (state: JobState, cost: JobCost) => Promise<Collected> | Collected;
+}
+
+/** What an exited job cost: its CPU time and how long it ran. */
+export interface JobCost {
+  cpuSeconds: number;
+  wallSeconds: number;
 }
 
 export interface Collected {
@@ -239,7 +245,7 @@ export class JobManager {
     let { state, reason } = job.stop ?? classify(status, job.request.limits);
     let collected: Collected = {};
     try {
-      collected = (await job.request.collect?.(state)) ?? {};
+      collected = (await job.request.collect?.(state, { cpuSeconds: usage.cpuSeconds, wallSeconds: ranSeconds(job, Date.now()) })) ?? {};
     } catch (error) {
       this.logger.warn({ job: id, err: error }, 'could not collect job output');
       state = 'failed';
@@ -286,9 +292,13 @@ const noUsage = { exit_code: null, signal: null, cpu_s: 0, gpu_s: 0, episodes_do
  * the job began to run (a queue, the server's or the backend's, costs nothing).
  */
 function gpuSeconds(job: LiveJob, now: number): number {
-  const count = job.request.gpuCount ?? job.request.limits.gpus.length;
+  return ranSeconds(job, now) * (job.request.gpuCount ?? job.request.limits.gpus.length);
+}
+
+/** Seconds the job has run until `now`, from when it began to run (not while it waited in a queue). */
+function ranSeconds(job: LiveJob, now: number): number {
   const since = job.process.runningSince ? job.process.runningSince() : job.startedAt;
-  return since === undefined ? 0 : (Math.max(0, now - since) / 1000) * count;
+  return since === undefined ? 0 : Math.max(0, now - since) / 1000;
 }
 
 function classify(status: ExitStatus, limits: ResourceLimits): { state: JobState; reason: string | null } {

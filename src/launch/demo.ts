@@ -5,13 +5,28 @@ import { connectStdio } from './client.js';
 import { playReplay, loadReplay, type ReplayStep } from './replay.js';
 import { summarizeRun, type RunSummary } from '../reports/summary.js';
 import { Store } from '../store/store.js';
-import { getTask } from '../tasks/task.js';
+import { getTask, type OracleRoute, type Task } from '../tasks/task.js';
+import { A2rlError } from '../util/errors.js';
 
 export interface DemoOptions {
   task: string;
+  /** Which of the task's oracles (default: its main one, the first). */
+  route?: OracleRoute;
   home: string;
   budget?: string;
   label?: string;
+}
+
+/** The task's oracle of a route, or its main one; a route it has no oracle for is refused, naming the ones it has. */
+export function oracleOf(task: Task, route?: OracleRoute): Task['oracleReplays'][number] {
+  const oracle = route === undefined ? task.oracleReplays[0] : task.oracleReplays.find((o) => o.route === route);
+  if (!oracle) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `${task.id} has no ${route} oracle; it has: ${task.oracleReplays.map((o) => o.route).join(', ')}. Pick one of those with --route, or leave --route out.`,
+    );
+  }
+  return oracle;
 }
 
 /**
@@ -20,19 +35,20 @@ export interface DemoOptions {
  */
 export async function runDemo(options: DemoOptions): Promise<RunSummary> {
   const task = getTask(options.task);
-  const replay = loadReplay(task.paths.oracle);
+  const oracle = oracleOf(task, options.route);
+  const replay = loadReplay(oracle.replay);
   mkdirSync(options.home, { recursive: true });
   const serverLog = join(options.home, 'demo-server.log');
   const { client, stderr } = await connectStdio({
     task: task.id,
     budget: options.budget,
-    label: options.label ?? 'oracle',
+    label: options.label ?? `oracle (${oracle.route})`,
     home: options.home,
     stderr: 'pipe',
     clientName: 'a2rl-demo',
   });
   stderr?.pipe(createWriteStream(serverLog, { flags: 'a' }));
-  process.stderr.write(`a2rl demo: the ${task.id} oracle through the MCP server over stdio (server log: ${serverLog})\n`);
+  process.stderr.write(`a2rl demo: the ${task.id} ${oracle.route} oracle through the MCP server over stdio (server log: ${serverLog})\n`);
 
   const bar = new cliProgress.SingleBar(
     {

@@ -6,6 +6,14 @@ import { A2rlError } from '../util/errors.js';
 import { hashDirectory, sha256 } from '../util/hashing.js';
 import { tasksRoot } from '../util/paths.js';
 
+/**
+ * How an oracle may solve its task. sft: supervised fine-tuning on the training data's answers or demonstrations.
+ * reward-only: only the task's reward and environment (launch_rollouts, the env package), never a gold answer or
+ * demonstration: the route the paper's question is about, whether an agent can engineer RL post-training.
+ */
+export const oracleRoutes = ['sft', 'reward-only'] as const;
+export type OracleRoute = (typeof oracleRoutes)[number];
+
 const taskFileSchema = z.object({
   id: z.string().regex(/^[a-z0-9-]+$/),
   title: z.string(),
@@ -56,12 +64,26 @@ const taskFileSchema = z.object({
   jobs: z.object({ cpus: z.number().positive(), memoryMb: z.number().int().positive(), pids: z.number().int().positive() }),
   defaultBudget: z.string(),
   instructions: z.string(),
-  /** The scripted replay that must beat the baseline by at least `minImprovement` points within the default budget. */
-  oracle: z.object({ replay: z.string(), minImprovement: z.number().positive() }),
+  /**
+   * Scripted replays that must each beat the baseline by at least `minImprovement` points within the default budget,
+   * one per route that solves the task: the first is the task's main oracle (what `a2rl demo` plays).
+   */
+  oracles: z
+    .array(
+      z.object({
+        route: z.enum(oracleRoutes),
+        replay: z.string(),
+        minImprovement: z.number().positive(),
+        /** The README table's figure: its range over replays (public / private) and recipe. */
+        measured: z.string(),
+      }),
+    )
+    .min(1)
+    .refine((oracles) => new Set(oracles.map((o) => o.route)).size === oracles.length, 'one oracle per route'),
   /** What kind of task this is, after its level in the README's task table. */
   summary: z.string(),
-  /** The README table's figures: the base model's grade (public, private) and the oracle's range and recipe. */
-  figures: z.object({ baseline: z.object({ public: z.number(), private: z.number() }), oracle: z.string() }),
+  /** The README table's figure: the base model's grade (public, private). */
+  figures: z.object({ baseline: z.object({ public: z.number(), private: z.number() }) }),
   /** Points over the baseline (private half) a run must gain to count as a success on the leaderboard. */
   successMargin: z.number().positive().default(10),
 });
@@ -79,8 +101,9 @@ export interface Task extends TaskFile {
     evalData: string;
     grader: string;
     instructions: string;
-    oracle: string;
   };
+  /** The oracles' replay files, absolute, in the order of `oracles`. */
+  oracleReplays: Array<{ route: OracleRoute; replay: string; minImprovement: number }>;
   defaultLimits: BudgetLimits;
   /** Declared version plus a hash of everything that decides a score, so a changed grader or eval set never reuses old grades. */
   graderVersion: string;
@@ -99,16 +122,17 @@ export function loadTask(dir: string): Task {
     evalData: join(dir, file.evalData),
     grader: join(dir, 'grader'),
     instructions: join(dir, file.instructions),
-    oracle: join(dir, file.oracle.replay),
   };
-  for (const [name, path] of Object.entries(paths)) {
-    if (!existsSync(path)) throw new Error(`task ${file.id}: ${name} not found at ${path}`);
+  const oracleReplays = file.oracles.map(({ route, replay, minImprovement }) => ({ route, replay: join(dir, replay), minImprovement }));
+  for (const [name, path] of [...Object.entries(paths), ...oracleReplays.map((o) => [`${o.route} oracle`, o.replay])]) {
+    if (!existsSync(path!)) throw new Error(`task ${file.id}: ${name} not found at ${path}`);
   }
   const scoringHash = sha256([paths.grader, paths.evalData, paths.library, paths.env].map((p) => hashDirectory(p)).join('\n')).slice(0, 12);
   return {
     ...file,
     dir,
     paths,
+    oracleReplays,
     defaultLimits: parseBudget(file.defaultBudget, emptyLimits),
     graderVersion: `${file.grader.version}+${scoringHash}`,
     baseModelHash: hashDirectory(paths.baseModel),

@@ -128,7 +128,7 @@ class Task(unittest.TestCase):
             steps = [{"observation": o, "action": a, "reward": 0.0, "done": False} for o, a in zip(trace[0::2], trace[1::2])]
             with open(out, "a") as f:
                 f.write(json.dumps({"game_index": -1, "seed": game["seed"], "steps": steps, "success": True, "length": len(steps)}) + "\n")
-            proc = run(["oracle/train.py", "--base", BASE, "--rollouts", out, "--data", "data/train.jsonl",
+            proc = run(["oracle/rl_train.py", "--base", BASE, "--rollouts", out, "--data", "data/train.jsonl",
                         "--out", os.path.join(d, "ft"), "--min-steps", "3", "--max-steps", "3", "--check-games", "6"])
             self.assertEqual(proc.returncode, 0, proc.stderr)
             self.assertIn("greedy success", proc.stdout)

@@ -1,6 +1,6 @@
 """Oracle solution for micro-webshop: expert iteration (rejection-sampling fine-tuning) on the rollouts.
 
-Run in the sandbox as `cd /workspace && python3 code/train.py --init models/base --out output/round1`
+Run in the sandbox as `cd /workspace && python3 code/rl_train.py --init models/base --out output/round1`
 (PYTHONPATH=/workspace/lib), after launch_rollouts has written rollouts/batch-*.jsonl. It reads every rollout
 batch there, keeps the successful episodes (per group of the same game, the shortest ones, each distinct action
 sequence once), drops steps whose action did nothing, fine-tunes the --init checkpoint on their

@@ -1,8 +1,8 @@
 """Oracle for micro-deepsearchqa: expert iteration (rejection-sampling fine-tuning) on online rollouts.
 
 Run in the sandbox after launch_rollouts, e.g.
-    python3 code/train.py --init models/base --rollouts rollouts/batch-001.jsonl --out output/round1
-    python3 code/train.py --init output/round1 --rollouts rollouts/batch-001.jsonl rollouts/batch-002.jsonl --out output/round2
+    python3 code/rl_train.py --init models/base --rollouts rollouts/batch-001.jsonl --out output/round1
+    python3 code/rl_train.py --init output/round1 --rollouts rollouts/batch-001.jsonl rollouts/batch-002.jsonl --out output/round2
 (cwd /workspace, PYTHONPATH=/workspace/lib). It keeps the successful episodes of the given batches
 (the shortest ones of each game's group, one copy of each distinct trajectory), drops steps whose
 action was not understood, fine-tunes the --init checkpoint on their (prompt(observation) -> action)

@@ -1,6 +1,6 @@
 """Oracle solution for micro-alfworld: expert iteration (rejection-sampling fine-tuning) on online rollouts.
 
-Run in the sandbox as `cd /workspace && python3 code/train.py --base CKPT --rollouts FILE... --out DIR`
+Run in the sandbox as `cd /workspace && python3 code/rl_train.py --base CKPT --rollouts FILE... --out DIR`
 (PYTHONPATH=/workspace/lib), after `launch_rollouts` has played episodes with CKPT as the policy. It keeps the
 successful episodes of the rollout files, the shortest one per game, drops the steps whose action was invalid
 (the next observation starts with "Nothing happens."), fine-tunes CKPT on their (observation -> action) pairs
