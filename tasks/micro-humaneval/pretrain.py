@@ -27,7 +27,7 @@ CONFIG = GPTConfig(context_len=192, n_layer=2, n_head=4, d_model=96)
 
 
 def main():
-    args = pretraining.start(pretraining.parser(__doc__, HERE, steps=900, lr=1e-3))
+    args = pretraining.start(pretraining.parser(__doc__, HERE, steps=1100, lr=1e-3))
     # Empty prompt: the loss covers the signature and docstring too, as in plain pretraining.
     pairs = [("", format_prompt(it) + format_completion(it)) for it in data.read_jsonl(args.data)]
     pretraining.train(CONFIG, args, train.warmup_constant(args.lr, warmup=50), pairs=pairs)
