@@ -286,5 +286,38 @@ class Rollouts(unittest.TestCase):
         self.assertAlmostEqual(summary["mean_reward"], sum(r["reward"] for r in rows) / 16, places=4)
 
 
+class Instructions(unittest.TestCase):
+    # Figures are stated as whole percentages: half a point of rounding, plus slack for another BLAS build's rounding.
+    TOLERANCE = 1.0
+
+    def test_stated_base_model_figures_are_measured(self):
+        import calibration
+
+        with open(os.path.join(TASK, "instructions.md")) as f:
+            text = f.read()
+        self.assertIn(
+            f"({calibration.GREEDY_PROBLEMS} seeded problems greedy, {calibration.SAMPLED_PROBLEMS} of them sampled "
+            f"{calibration.SAMPLES_PER_PROBLEM} times at temperature 1,",
+            " ".join(text.split()),
+        )
+        rows = {}
+        for label, greedy, sampled in re.findall(r"^  \| ([^|`]+?) (?:\(`[^|]*\) )?\| (?:(\d+)%)? ?\| (\d+)% \|$", text, re.M):
+            rows[label] = (int(greedy) if greedy else None, int(sampled))  # groups: no greedy figure
+        measured = calibration.calibrate(os.path.join(TASK, "model"), os.path.join(TASK, "data", "train.jsonl"))
+        g, s = measured["greedy"], measured["sampled"]
+        expected = {
+            "program parses": (g["parses"], s["parses"]),
+            "passes every test": (g["pass"], s["pass"]),
+            **{f"passes, {kind}": (g["pass_by_kind"][kind], s["pass_by_kind"][kind]) for kind in calibration.KINDS},
+            "groups of 8 samples with at least one pass": (None, s["groups_with_a_pass"]),
+        }
+        self.assertEqual(set(rows), set(expected), "instructions.md's table of base-model figures")
+        for label, stated in rows.items():
+            self.assertEqual(stated[0] is None, expected[label][0] is None, f"{label}: which figures are stated")
+            for what, said, value in zip(("greedy", "sampled"), stated, expected[label]):
+                if said is not None:
+                    self.assertLessEqual(abs(said - value), self.TOLERANCE, f"{label}, {what}: stated {said}%, measured {value}%")
+
+
 if __name__ == "__main__":
     unittest.main()
