@@ -241,6 +241,8 @@ describe('route and hyperparameter detection', () => {
     ['# GRPO with group-normalised advantages', 'grpo'],
     ['loss = -(advantages * log_prob).sum()  # REINFORCE', 'reinforce'],
     ['loss = F.cross_entropy(logits, targets)', 'sft'],
+    ['"""Expert iteration: fine-tune on the rewarded rollouts."""\nloss = F.cross_entropy(logits, targets)', 'expert_iteration'],
+    ['keep = [e for e in episodes if e["reward"] == 1.0]  # rejection sampling', 'expert_iteration'],
     ['print("hello")', 'unknown'],
   ])('%s → %s', (source, route) => {
     expect(detectRoute(source)).toBe(route);

@@ -56,7 +56,8 @@ export interface RunFacts {
   code: Record<string, Record<string, string>>;
 }
 
-export type Route = 'sft' | 'grpo' | 'ppo' | 'reinforce' | 'copy_of_base' | 'unknown';
+/** expert_iteration: fine-tuning on the policy's own rewarded samples (rejection sampling), the simplest RL route. */
+export type Route = 'sft' | 'expert_iteration' | 'grpo' | 'ppo' | 'reinforce' | 'copy_of_base' | 'unknown';
 export type Outcome = 'new_best' | 'above_baseline' | 'not_above_baseline' | 'grading_failed' | 'pending';
 export type FailureType =
   'code_error' | 'training_diverged' | 'rollout_logic_wrong' | 'timeout_no_submission' | 'copy_model_fallback' | 'unknown';
@@ -370,7 +371,7 @@ function buildIterations(
       } else if (broken) {
         failure = 'code_error';
         evidence = `job-${broken.job_id} ${broken.state}: ${facts.logs[broken.job_id]?.errorLine ?? 'error in its log'}`;
-      } else if (route === 'grpo' || route === 'ppo' || route === 'reinforce') {
+      } else if (route === 'grpo' || route === 'ppo' || route === 'reinforce' || route === 'expert_iteration') {
         failure = 'rollout_logic_wrong';
         evidence = `${route} training ran but did not beat the baseline`;
       } else failure = 'unknown';
@@ -413,7 +414,8 @@ export function detectRoute(source: string): Route {
   if (/reinforce|policy[_ ]gradient|log_?probs?\s*\*\s*(rewards?|advantages?)|(rewards?|advantages?)\s*\*\s*log_?probs?/.test(text)) {
     return 'reinforce';
   }
-  if (/\bsft\b|supervised|cross_entropy|fine-?tun|\bfit\(|teacher.forcing|rejection[_ -]sampl/.test(text)) return 'sft';
+  if (/expert[_ -]iteration|rejection[_ -]sampl|\brft\b|reward(ed)?[_ -](filter|complet|sampl)/.test(text)) return 'expert_iteration';
+  if (/\bsft\b|supervised|cross_entropy|fine-?tun|\bfit\(|teacher.forcing/.test(text)) return 'sft';
   return 'unknown';
 }
 
