@@ -5,7 +5,8 @@
 //   --root DIR                             the repository to read (default: this one); README.md and tasks/ are under it
 // A row per folder of tasks/ holding a task.json (as the server's listTaskIds finds them), ordered by level, then id:
 // id, level and summary, paperTask, figures.baseline (public / private, with the metric), and each route's oracle
-// (oracles[].measured: SFT on the training answers, reward-only from the task's reward alone; "none" where a task has none).
+// (oracles[].measured: SFT on the training answers, reward-only from the task's reward alone; "none" where a task has none),
+// with what one demo of it used (oracles[].compute: CPU-seconds, wall time, rollout episodes).
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -38,13 +39,21 @@ function readTasks(tasksDir) {
       const missing = ['id', 'level', 'summary', 'paperTask', 'metric', 'figures'].filter((key) => task[key] === undefined);
       const baseline = task.figures?.baseline ?? {};
       if (typeof baseline.public !== 'number' || typeof baseline.private !== 'number') missing.push('figures.baseline.public/private');
-      if (!Array.isArray(task.oracles) || !task.oracles.every((o) => typeof o.route === 'string' && typeof o.measured === 'string')) {
-        missing.push('oracles[].route/measured');
-      }
+      const declared = (o) =>
+        typeof o.route === 'string' && typeof o.measured === 'string' && ['cpuSeconds', 'wallSeconds', 'rolloutEpisodes'].every((k) => typeof o.compute?.[k] === 'number');
+      if (!Array.isArray(task.oracles) || !task.oracles.every(declared)) missing.push('oracles[].route/measured/compute');
       if (missing.length) fail(`${file} lacks ${missing.join(', ')}, which the README's task table shows`);
       return task;
     })
     .sort((a, b) => a.level - b.level || a.id.localeCompare(b.id));
+}
+
+const count = (n) => n.toLocaleString('en-US');
+const minutes = (s) => (s < 90 ? `${Math.round(s)} s` : `${Math.round(s / 6) / 10} min`);
+
+/** One demo's compute, as the oracle cells show it: "219 CPU-s, 2.1 min, 9,600 episodes". */
+function computeUsed({ cpuSeconds, wallSeconds, rolloutEpisodes }) {
+  return [`${count(Math.round(cpuSeconds))} CPU-s`, minutes(wallSeconds), ...(rolloutEpisodes ? [`${count(rolloutEpisodes)} episodes`] : [])].join(', ');
 }
 
 /** The table as Markdown, its columns padded to their widest cell. */
@@ -56,7 +65,10 @@ function renderTable(tasks) {
       `${t.level} (${t.summary})`,
       t.paperTask,
       `${t.figures.baseline.public} / ${t.figures.baseline.private} ${t.metric}`,
-      ...['sft', 'reward-only'].map((route) => t.oracles.find((o) => o.route === route)?.measured ?? 'none'),
+      ...['sft', 'reward-only'].map((route) => {
+        const oracle = t.oracles.find((o) => o.route === route);
+        return oracle ? `${oracle.measured}; ${computeUsed(oracle.compute)}` : 'none';
+      }),
     ]),
   ];
   const widths = rows[0].map((_, col) => Math.max(3, ...rows.map((row) => row[col].length)));

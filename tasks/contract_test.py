@@ -55,7 +55,8 @@ LINE_FIELDS = {
 # same machine gives the same grade; another CPU or BLAS build may round a few decisions differently.
 BASELINE_TOLERANCE = 5.0
 # What each entry of task.json's "oracles" declares, and the routes an oracle may take (src/tasks/task.ts).
-ORACLE_FIELDS = {"route", "replay", "minImprovement", "measured"}
+ORACLE_FIELDS = {"route", "replay", "minImprovement", "measured", "compute"}
+COMPUTE_FIELDS = {"cpuSeconds", "wallSeconds", "rolloutEpisodes"}
 ORACLE_ROUTES = ("sft", "reward-only")
 # Every field task.json must have, as "a.b" paths (src/tasks/task.ts's schema, plus the README table's).
 REQUIRED = (
@@ -142,6 +143,7 @@ class Contract:
         self.assertTrue(oracles, "task.json lists no oracle")
         for oracle in oracles:
             self.assertEqual(set(oracle), ORACLE_FIELDS, oracle)
+            self.assertEqual(set(oracle["compute"]), COMPUTE_FIELDS, oracle)
             self.assertIn(oracle["route"], ORACLE_ROUTES)
         self.assertEqual(len({o["route"] for o in oracles}), len(oracles), "one oracle per route")
         paths = [os.path.join(TASKS, self.spec["library"]), self.T.path(self.spec["env"]["dir"], "__init__.py"),

@@ -71,6 +71,8 @@ async function playOracle(taskId: string, route: OracleRoute, serverArgs: string
     expect(summary.improvement!.public).toBeGreaterThanOrEqual(oracle.minImprovement);
     expect(summary.improvement!.private).toBeGreaterThanOrEqual(oracle.minImprovement);
     expect(summary.compute_seconds).toBeLessThan(task.defaultLimits.computeSeconds);
+    // The README table's episode figure is the replay's, exactly (its CPU and wall figures depend on the machine).
+    expect(summary.rollout_episodes).toBe(oracle.rolloutEpisodes);
     // The record holds every call of the replay and the jobs it started.
     expect(store.listEvents(runId, 'tool').length).toBeGreaterThanOrEqual(loadReplay(oracle.replay).steps.length);
     expect(store.listJobs(runId).map((job) => job.kind)).toEqual(expect.arrayContaining(['exec', 'training', 'rollouts', 'grading']));

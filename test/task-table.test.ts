@@ -35,6 +35,7 @@ describe('README task table', () => {
       const task = JSON.parse(readFileSync(file, 'utf8'));
       task.figures.baseline.public = 99.25;
       task.summary = 'a changed summary';
+      task.oracles[0].compute = { cpuSeconds: 1234.4, wallSeconds: 150, rolloutEpisodes: 2000 };
       writeFileSync(file, JSON.stringify(task, null, 2));
       const stale = tableScript('--check', '--root', copy);
       expect(stale.status).toBe(1);
@@ -45,6 +46,7 @@ describe('README task table', () => {
       expect(readme).toContain(`| \`${ids[0]}\``);
       expect(readme).toContain(`(a changed summary)`);
       expect(readme).toContain(`99.25 / ${task.figures.baseline.private} ${task.metric}`);
+      expect(readme).toContain(`${task.oracles[0].measured}; 1,234 CPU-s, 2.5 min, 2,000 episodes`);
       expect(readme).not.toContain('micro-example'); // tasks/_template holds no task.json: not a task
       expect(tableScript('--check', '--root', copy).status).toBe(0);
     } finally {

@@ -17,6 +17,7 @@ export function formatSummaryTable(summaries: RunSummary[]): string {
       'private (final)',
       'submissions',
       'compute used',
+      'rollout episodes',
       'wall time',
     ],
   });
@@ -34,6 +35,7 @@ export function formatSummaryTable(summaries: RunSummary[]): string {
       s.best && s.improvement ? `${score(s.best.private)} (${signed(s.improvement.private)})` : '–',
       s.submissions,
       `${formatDuration(s.compute_seconds)} CPU`,
+      s.rollout_episodes,
       formatDuration(s.wall_seconds),
     ]);
   }

@@ -25,6 +25,7 @@ export interface RunSummary {
   submissions: number;
   failed_submissions: number;
   compute_seconds: number;
+  rollout_episodes: number;
   wall_seconds: number;
 }
 
@@ -39,6 +40,7 @@ export function summarizeRun(store: Store, runId: string): RunSummary {
   const baseline = baselineGrade ? { public: baselineGrade.public_score, private: baselineGrade.private_score } : null;
   const submissions = store.listSubmissions(runId);
   const round = (x: number) => Math.round(x * 100) / 100;
+  const usage = store.usage(runId);
   return {
     run_id: runId,
     task: task.id,
@@ -55,7 +57,8 @@ export function summarizeRun(store: Store, runId: string): RunSummary {
       best && baseline ? { public: round(best.public - baseline.public), private: round(best.private - baseline.private) } : null,
     submissions: submissions.length,
     failed_submissions: submissions.filter((s) => s.state === 'failed').length,
-    compute_seconds: round(store.usage(runId).computeSeconds),
+    compute_seconds: round(usage.computeSeconds),
+    rollout_episodes: usage.rolloutEpisodes,
     wall_seconds: round(((run.ended_at ?? Date.now()) - run.created_at) / 1000),
   };
 }

@@ -76,6 +76,12 @@ const taskFileSchema = z.object({
         minImprovement: z.number().positive(),
         /** The README table's figure: its range over replays (public / private) and recipe. */
         measured: z.string(),
+        /** What one `a2rl demo` of it used on the 2-core machine the README names: the table's compute figures. */
+        compute: z.object({
+          cpuSeconds: z.number().positive(),
+          wallSeconds: z.number().positive(),
+          rolloutEpisodes: z.number().int().nonnegative(),
+        }),
       }),
     )
     .min(1)
@@ -103,7 +109,7 @@ export interface Task extends TaskFile {
     instructions: string;
   };
   /** The oracles' replay files, absolute, in the order of `oracles`. */
-  oracleReplays: Array<{ route: OracleRoute; replay: string; minImprovement: number }>;
+  oracleReplays: Array<{ route: OracleRoute; replay: string; minImprovement: number; rolloutEpisodes: number }>;
   defaultLimits: BudgetLimits;
   /** Declared version plus a hash of everything that decides a score, so a changed grader or eval set never reuses old grades. */
   graderVersion: string;
@@ -123,7 +129,12 @@ export function loadTask(dir: string): Task {
     grader: join(dir, 'grader'),
     instructions: join(dir, file.instructions),
   };
-  const oracleReplays = file.oracles.map(({ route, replay, minImprovement }) => ({ route, replay: join(dir, replay), minImprovement }));
+  const oracleReplays = file.oracles.map(({ route, replay, minImprovement, compute }) => ({
+    route,
+    replay: join(dir, replay),
+    minImprovement,
+    rolloutEpisodes: compute.rolloutEpisodes,
+  }));
   for (const [name, path] of [...Object.entries(paths), ...oracleReplays.map((o) => [`${o.route} oracle`, o.replay])]) {
     if (!existsSync(path!)) throw new Error(`task ${file.id}: ${name} not found at ${path}`);
   }
