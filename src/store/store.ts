@@ -114,6 +114,9 @@ const migrations: string[] = [
   `CREATE INDEX events_by_kind ON events(run_id, kind, name);`,
   // No silent non-run: why a run's infrastructure failed (the agent never had the tools, exited abnormally); null otherwise.
   `ALTER TABLE runs ADD COLUMN infrastructure_failure TEXT;`,
+  // events_by_kind starts with run_id too, and only reports list a run's events in order: one index page less
+  // to write in the commit every tool call waits for (7.2 to 5.8 µs p50 on the 2-core bench machine).
+  `DROP INDEX events_by_run;`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -239,6 +242,8 @@ export class Store {
   readonly db: Database.Database;
   private readonly statements = new Map<string, Database.Statement>();
   private checkpointer?: Worker;
+  /** `insertEvents`' transaction, built once. */
+  private eventBatch?: Database.Transaction<(batch: Array<Omit<EventRow, 'id'>>) => void>;
   /** Run rows and tokens changed through this connection, which data_version does not count. */
   private localChanges = 0;
   /** Run rows as last read, with the {@link changesVersion} they were read at: every tool call reads its run. */
@@ -427,9 +432,14 @@ export class Store {
 
   /** Appends events, of any runs, in one transaction: all of them are committed, or none. */
   insertEvents(events: Array<Omit<EventRow, 'id'>>): void {
-    this.db.transaction(() => {
-      for (const event of events) this.insertEvent(event);
-    })();
+    // A lone event is its own transaction already; a wrapper built per call costs more than the insert (11 against 7 µs).
+    if (events.length === 1) this.insertEvent(events[0]!);
+    else {
+      this.eventBatch ??= this.db.transaction((batch: Array<Omit<EventRow, 'id'>>) => {
+        for (const event of batch) this.insertEvent(event);
+      });
+      this.eventBatch(events);
+    }
   }
 
   listEvents(runId: string, kind?: string): EventRow[] {
