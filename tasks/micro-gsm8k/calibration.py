@@ -4,7 +4,8 @@
 
 Prints one JSON object of percentages, greedy and at temperature 1 (as launch_rollouts samples):
 the worked line's form (`a + b = r` then `#### r`), both operands and the sign copied from the
-question, a result consistent with the worked line, and solved (the reward). Sampled, also the
+question, a result consistent with the worked line, solved (the reward), and solved with the whole
+worked line right (a success for the right reason, not a lucky guess). Sampled, also the
 share of groups of 8 with at least one solved sample. Seeded and single-threaded, so the same
 checkpoint gives the same figures; tests/test_micro_gsm8k.py recomputes them to check what
 instructions.md says.
@@ -36,18 +37,20 @@ WORKED = re.compile(r"(\d+) ([+-]) (\d+) = (-?\d+)\n#### (-?\d+)")
 
 
 def judge(completion, answer):
-    """(well formed, operands and sign copied, result consistent with the worked line, solved) for one completion."""
+    """(well formed, operands and sign copied, result consistent with the worked line, solved, solved with the
+    worked line right throughout) for one completion."""
     gold = WORKED.match(answer)
     got = WORKED.match(completion)
     formed = got is not None
     copied = formed and got.group(1, 2, 3) == gold.group(1, 2, 3)
     consistent = formed and got.group(4) == got.group(5)
-    return formed, copied, consistent, reward(completion, answer) == 1.0
+    solved = reward(completion, answer) == 1.0
+    return formed, copied, consistent, solved, solved and copied and consistent
 
 
 def rates(items, completions):
     flags = list(zip(*(judge(c, it["answer"]) for it, c in zip(items, completions))))
-    names = ("well_formed", "operands_copied", "consistent", "solved")
+    names = ("well_formed", "operands_copied", "consistent", "solved", "solved_worked_line_right")
     return {name: percent(f) for name, f in zip(names, flags)}, list(flags[3])
 
 

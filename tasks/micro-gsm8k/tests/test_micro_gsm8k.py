@@ -9,6 +9,7 @@ mounts them; microlm.testing), so no PYTHONPATH is needed. What every task must 
 
 import json
 import os
+import re
 import sys
 import tempfile
 import unittest
@@ -18,6 +19,7 @@ sys.path.insert(0, os.path.dirname(TASK))  # tasks/, for microlm
 from microlm.testing import TaskDir  # noqa: E402
 
 T = TaskDir(TASK)
+sys.path.insert(0, TASK)  # for calibration.py
 
 import torch  # noqa: E402
 
@@ -144,6 +146,41 @@ class Task(unittest.TestCase):
         for r in rows:
             self.assertEqual(r["reward"], reward(r["completion"], train[r["prompt_index"]]["answer"]))
             self.assertEqual(r["prompt"], format_prompt(train[r["prompt_index"]]["question"]))
+
+
+class Instructions(unittest.TestCase):
+    # Figures are stated as whole percentages: half a point of rounding, plus slack for another BLAS build's rounding.
+    TOLERANCE = 1.0
+
+    def test_stated_base_model_figures_are_measured(self):
+        import calibration
+
+        with open(os.path.join(TASK, "instructions.md")) as f:
+            text = f.read()
+        self.assertIn(
+            f"({calibration.GREEDY_PROBLEMS} seeded problems greedy, {calibration.SAMPLED_PROBLEMS} of them sampled "
+            f"{calibration.SAMPLES_PER_PROBLEM} times at temperature 1,",
+            " ".join(text.split()),
+        )
+        rows = {}
+        for label, greedy, sampled in re.findall(r"^  \| ([^|]+?) \| (?:(\d+)%)? ?\| (\d+)% \|$", text, re.M):
+            rows[label] = (int(greedy) if greedy else None, int(sampled))  # groups: no greedy figure
+        measured = calibration.calibrate(os.path.join(TASK, "model"), os.path.join(TASK, "data", "train.jsonl"))
+        g, s = measured["greedy"], measured["sampled"]
+        expected = {
+            "worked line then `#### N`": (g["well_formed"], s["well_formed"]),
+            "both operands and the sign copied from the question": (g["operands_copied"], s["operands_copied"]),
+            "number after `####` equal to the worked line's result": (g["consistent"], s["consistent"]),
+            "solved": (g["solved"], s["solved"]),
+            "solved, worked line right throughout": (g["solved_worked_line_right"], s["solved_worked_line_right"]),
+            "groups of 8 samples with at least one solved": (None, s["groups_with_a_solved_sample"]),
+        }
+        self.assertEqual(set(rows), set(expected), "instructions.md's table of base-model figures")
+        for label, stated in rows.items():
+            self.assertEqual(stated[0] is None, expected[label][0] is None, f"{label}: which figures are stated")
+            for what, said, value in zip(("greedy", "sampled"), stated, expected[label]):
+                if said is not None:
+                    self.assertLessEqual(abs(said - value), self.TOLERANCE, f"{label}, {what}: stated {said}%, measured {value}%")
 
 
 if __name__ == "__main__":
