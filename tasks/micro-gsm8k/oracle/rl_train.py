@@ -53,7 +53,7 @@ def reproduces_rewarded(model, pairs):
 def main():
     parser = finetune.parser(__doc__, lr=1e-3, warmup=10)
     parser.add_argument("--rollouts", default="/workspace/rollouts", help="folder of launch_rollouts batches")
-    parser.add_argument("--epochs", type=float, default=8, help="passes over the rewarded pairs")
+    parser.add_argument("--epochs", type=float, default=16, help="passes over the rewarded pairs")
     args = finetune.start(parser)
     pairs = rewarded_pairs(args.rollouts)
     steps = max(60, math.ceil(args.epochs * len(pairs) / args.batch_size))
