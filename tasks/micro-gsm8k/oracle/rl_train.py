@@ -56,6 +56,7 @@ def main():
     parser.add_argument("--epochs", type=float, default=16, help="passes over the rewarded pairs")
     args = finetune.start(parser)
     pairs = rewarded_pairs(args.rollouts)
+    # Few pairs in round 1: at least 60 steps; 16 epochs beat 8 (README.md, "Calibration").
     steps = max(60, math.ceil(args.epochs * len(pairs) / args.batch_size))
     print(f"{len(pairs)} rewarded (prompt, completion) pairs; {steps} steps", flush=True)
     finetune.run(args, pairs, lambda model: reproduces_rewarded(model, pairs), "greedy gives a rewarded answer", steps=steps)
