@@ -9,6 +9,7 @@ refusals, rollouts, generate.py, oracle replay) is checked by tasks/contract_tes
 
 import json
 import os
+import re
 import sys
 import tempfile
 import unittest
@@ -139,6 +140,50 @@ class Task(unittest.TestCase):
         records = [play_expert(g) for g in games]
         self.assertTrue(all(success for success, _, _ in records))
         self.assertEqual(episodes.summarize([{"task_type": g["task_type"], "success": True, "return": 1.0, "length": 1} for g in games])["score"], 100.0)
+
+
+class BaseModelFigures(unittest.TestCase):
+    # Figures are stated as whole percentages: half a point of rounding, plus slack for another BLAS build's rounding.
+    TOLERANCE = 1.5
+
+    def test_calibration_plays_what_launch_rollouts_plays(self):
+        import calibration
+
+        with tempfile.TemporaryDirectory() as d:
+            _, rows = T.rollouts(self, os.path.join(d, "r.jsonl"), n=4 * calibration.GROUP_SIZE, group_size=calibration.GROUP_SIZE,
+                                 seed=calibration.SEED)
+        measured = calibration.calibrate(BASE, T.path("data/train.jsonl"), greedy_games=1, sampled_games=4)
+        self.assertEqual(measured["sampled"]["success"], round(100.0 * sum(r["success"] for r in rows) / len(rows), 1))
+
+    def test_stated_base_model_figures_are_measured(self):
+        import calibration
+
+        with open(os.path.join(TASK, "instructions.md")) as f:
+            text = f.read()
+        self.assertIn(
+            f"({calibration.GREEDY_GAMES} seeded games greedy, "
+            f"{calibration.SAMPLED_GAMES * calibration.GROUP_SIZE} episodes sampled at temperature 1 as `launch_rollouts` "
+            f"samples them: {calibration.SAMPLED_GAMES} games, {calibration.GROUP_SIZE} episodes each)",
+            " ".join(text.split()),
+        )
+        rows = {}
+        for label, greedy, sampled in re.findall(r"^  \| ([^|]+?) \| (?:(\d+)%)? ?\| (\d+)% \|$", text, re.M):
+            rows[label] = (int(greedy) if greedy else None, int(sampled))  # groups: no greedy figure
+        measured = calibration.calibrate(BASE, T.path("data/train.jsonl"))
+        g, s = measured["greedy"], measured["sampled"]
+        expected = {
+            "succeeds": (g["success"], s["success"]),
+            **{f"succeeds, {t}": (g["success_by_type"][t], s["success_by_type"][t]) for t in TASK_TYPES},
+            "picks up the goal object": (g["takes_the_goal_object"], s["takes_the_goal_object"]),
+            "puts it down again at once, where it found it": (g["puts_it_down_at_once"], s["puts_it_down_at_once"]),
+            "groups of 8 episodes with at least one success": (None, s["groups_with_a_success"]),
+        }
+        self.assertEqual(set(rows), set(expected), "instructions.md's table of base-model figures")
+        for label, stated in rows.items():
+            self.assertEqual(stated[0] is None, expected[label][0] is None, f"{label}: which figures are stated")
+            for what, said, value in zip(("greedy", "sampled"), stated, expected[label]):
+                if said is not None:
+                    self.assertLessEqual(abs(said - value), self.TOLERANCE, f"{label}, {what}: stated {said}%, measured {value}%")
 
 
 if __name__ == "__main__":

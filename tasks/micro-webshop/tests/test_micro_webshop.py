@@ -10,6 +10,7 @@ checked by tasks/contract_test.py.
 
 import os
 import random
+import re
 import sys
 import tempfile
 import unittest
@@ -132,6 +133,51 @@ class Model(unittest.TestCase):
             summary, rows = T.rollouts(self, os.path.join(d, "r.jsonl"), n=16, group_size=4)
         self.assertTrue(all(isinstance(r["success"], bool) and r["steps"] for r in rows))
         self.assertAlmostEqual(summary["success_rate"], sum(r["success"] for r in rows) / 16, places=4)
+
+
+class BaseModelFigures(unittest.TestCase):
+    # Figures are stated as whole percentages: half a point of rounding, plus slack for another BLAS build's rounding.
+    TOLERANCE = 1.5
+
+    def test_calibration_plays_what_launch_rollouts_plays(self):
+        import calibration
+
+        with tempfile.TemporaryDirectory() as d:
+            _, rows = T.rollouts(self, os.path.join(d, "r.jsonl"), n=4 * calibration.GROUP_SIZE, group_size=calibration.GROUP_SIZE,
+                                 seed=calibration.SEED)
+        measured = calibration.calibrate(BASE, T.path("data/train.jsonl"), greedy_games=1, sampled_games=4)
+        self.assertEqual(measured["sampled"]["success"], round(100.0 * sum(r["success"] for r in rows) / len(rows), 1))
+
+    def test_stated_base_model_figures_are_measured(self):
+        import calibration
+
+        with open(os.path.join(TASK, "instructions.md")) as f:
+            text = f.read()
+        self.assertIn(
+            f"({calibration.GREEDY_GAMES} seeded games greedy, "
+            f"{calibration.SAMPLED_GAMES * calibration.GROUP_SIZE} episodes sampled at temperature 1 as `launch_rollouts` "
+            f"samples them: {calibration.SAMPLED_GAMES} games, {calibration.GROUP_SIZE} episodes each;",
+            " ".join(text.split()),
+        )
+        rows = {}
+        for label, greedy, sampled in re.findall(r"^  \| ([^|]+?) \| (?:(\d+)%)? ?\| (\d+)% \|$", text, re.M):
+            rows[label] = (int(greedy) if greedy else None, int(sampled))  # groups: no greedy figure
+        measured = calibration.calibrate(BASE, T.path("data/train.jsonl"))
+        g, s = measured["greedy"], measured["sampled"]
+        expected = {
+            "succeeds": (g["success"], s["success"]),
+            **{f"succeeds, {t}": (g["success_by_type"][t], s["success_by_type"][t]) for t in ws.TYPES},
+            "searches with the instruction's product words": (g["searches_the_right_query"], s["searches_the_right_query"]),
+            "opens result 1 first": (g["opens_result_1"], s["opens_result_1"]),
+            "chooses the first size listed": (g["chooses_the_first_size"], s["chooses_the_first_size"]),
+            "groups of 8 episodes with at least one success": (None, s["groups_with_a_success"]),
+        }
+        self.assertEqual(set(rows), set(expected), "instructions.md's table of base-model figures")
+        for label, stated in rows.items():
+            self.assertEqual(stated[0] is None, expected[label][0] is None, f"{label}: which figures are stated")
+            for what, said, value in zip(("greedy", "sampled"), stated, expected[label]):
+                if said is not None:
+                    self.assertLessEqual(abs(said - value), self.TOLERANCE, f"{label}, {what}: stated {said}%, measured {value}%")
 
 
 if __name__ == "__main__":
