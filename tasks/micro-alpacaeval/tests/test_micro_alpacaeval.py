@@ -232,5 +232,40 @@ class Grading(unittest.TestCase):
         self.assertEqual(rows[0]["prompt"], format_prompt(rows[0]["instruction"]))
 
 
+class Calibration(unittest.TestCase):
+    TOLERANCE = 1  # percentage points: the table rounds to whole per cents
+
+    def test_stated_base_model_figures_are_measured(self):
+        sys.path.insert(0, TASK)
+        import calibration
+
+        with open(os.path.join(TASK, "instructions.md")) as f:
+            text = f.read()
+        self.assertIn(
+            f"({calibration.GREEDY_ITEMS} seeded instructions greedy, {calibration.SAMPLED_ITEMS} of them sampled "
+            f"{calibration.SAMPLES_PER_ITEM} times at temperature 1,",
+            " ".join(text.split()),
+        )
+        rows = {}
+        for label, greedy, sampled in re.findall(r"^  \| ([^|`]+?) (?:\([^|]*\) )?\| (?:(\d+)%)? ?\| (\d+)% \|$", text, re.M):
+            rows[label] = (int(greedy) if greedy else None, int(sampled))  # groups: no greedy figure
+        measured = calibration.calibrate(os.path.join(TASK, "model"), os.path.join(TASK, "data", "train.jsonl"))
+        g, s = measured["greedy"], measured["sampled"]
+        expected = {
+            "wins against the reference": (g["wins"], s["wins"]),
+            "ties with the reference": (g["ties"], s["ties"]),
+            "obeys all its constraints": (g["all_obeyed"], s["all_obeyed"]),
+            "constraints obeyed, of all stated": (g["constraints_obeyed"], s["constraints_obeyed"]),
+            "stops": (g["stops"], s["stops"]),
+            "groups of 8 samples with at least one win": (None, s["groups_with_a_win"]),
+        }
+        self.assertEqual(set(rows), set(expected), "instructions.md's table of base-model figures")
+        for label, stated in rows.items():
+            self.assertEqual(stated[0] is None, expected[label][0] is None, f"{label}: which figures are stated")
+            for what, said, value in zip(("greedy", "sampled"), stated, expected[label]):
+                if said is not None:
+                    self.assertLessEqual(abs(said - value), self.TOLERANCE, f"{label}, {what}: stated {said}%, measured {value}%")
+
+
 if __name__ == "__main__":
     unittest.main()
