@@ -19,6 +19,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import runpy
 import shutil
 import subprocess
@@ -122,3 +123,21 @@ class TaskDir:
         test.assertEqual(proc.returncode, 0, proc.stderr)
         summary = json.loads(proc.stdout.strip().splitlines()[-1])
         return summary, load_jsonl(out)
+
+
+STATED_FIGURE_ROW = re.compile(r"^  \| (.+?)(?: \([^|]*\))? \| (?:(\d+)%)? ?\| (\d+)% \|$", re.M)
+
+
+def assert_stated_figures(test, text, expected, tolerance):
+    """Checks an instructions.md table of base-model figures against measured ones.
+
+    Rows read `  | label (optional note) | G% | S% |`, greedy G blank where there is none (groups of samples);
+    expected maps each label to (greedy or None, sampled) as measured. The rows must be exactly the expected
+    labels, and each stated figure within tolerance points of its measurement."""
+    rows = {label: (int(greedy) if greedy else None, int(sampled)) for label, greedy, sampled in STATED_FIGURE_ROW.findall(text)}
+    test.assertEqual(set(rows), set(expected), "instructions.md's table of base-model figures")
+    for label, stated in rows.items():
+        test.assertEqual(stated[0] is None, expected[label][0] is None, f"{label}: which figures are stated")
+        for what, said, value in zip(("greedy", "sampled"), stated, expected[label]):
+            if said is not None:
+                test.assertLessEqual(abs(said - value), tolerance, f"{label}, {what}: stated {said}%, measured {value}%")

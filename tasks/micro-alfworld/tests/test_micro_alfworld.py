@@ -9,14 +9,13 @@ refusals, rollouts, generate.py, oracle replay) is checked by tasks/contract_tes
 
 import json
 import os
-import re
 import sys
 import tempfile
 import unittest
 
 TASK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(TASK))  # tasks/, for microlm
-from microlm.testing import TaskDir  # noqa: E402
+from microlm.testing import TaskDir, assert_stated_figures  # noqa: E402
 
 T = TaskDir(TASK)
 
@@ -166,9 +165,6 @@ class BaseModelFigures(unittest.TestCase):
             f"samples them: {calibration.SAMPLED_GAMES} games, {calibration.GROUP_SIZE} episodes each)",
             " ".join(text.split()),
         )
-        rows = {}
-        for label, greedy, sampled in re.findall(r"^  \| ([^|]+?) \| (?:(\d+)%)? ?\| (\d+)% \|$", text, re.M):
-            rows[label] = (int(greedy) if greedy else None, int(sampled))  # groups: no greedy figure
         measured = calibration.calibrate(BASE, T.path("data/train.jsonl"))
         g, s = measured["greedy"], measured["sampled"]
         expected = {
@@ -178,12 +174,7 @@ class BaseModelFigures(unittest.TestCase):
             "puts it down again at once, where it found it": (g["puts_it_down_at_once"], s["puts_it_down_at_once"]),
             "groups of 8 episodes with at least one success": (None, s["groups_with_a_success"]),
         }
-        self.assertEqual(set(rows), set(expected), "instructions.md's table of base-model figures")
-        for label, stated in rows.items():
-            self.assertEqual(stated[0] is None, expected[label][0] is None, f"{label}: which figures are stated")
-            for what, said, value in zip(("greedy", "sampled"), stated, expected[label]):
-                if said is not None:
-                    self.assertLessEqual(abs(said - value), self.TOLERANCE, f"{label}, {what}: stated {said}%, measured {value}%")
+        assert_stated_figures(self, text, expected, self.TOLERANCE)
 
 
 if __name__ == "__main__":

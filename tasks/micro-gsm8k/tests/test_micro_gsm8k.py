@@ -9,14 +9,13 @@ mounts them; microlm.testing), so no PYTHONPATH is needed. What every task must 
 
 import json
 import os
-import re
 import sys
 import tempfile
 import unittest
 
 TASK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(TASK))  # tasks/, for microlm
-from microlm.testing import TaskDir  # noqa: E402
+from microlm.testing import TaskDir, assert_stated_figures  # noqa: E402
 
 T = TaskDir(TASK)
 sys.path.insert(0, TASK)  # for calibration.py
@@ -162,9 +161,6 @@ class Instructions(unittest.TestCase):
             f"{calibration.SAMPLES_PER_PROBLEM} times at temperature 1,",
             " ".join(text.split()),
         )
-        rows = {}
-        for label, greedy, sampled in re.findall(r"^  \| ([^|]+?) \| (?:(\d+)%)? ?\| (\d+)% \|$", text, re.M):
-            rows[label] = (int(greedy) if greedy else None, int(sampled))  # groups: no greedy figure
         measured = calibration.calibrate(os.path.join(TASK, "model"), os.path.join(TASK, "data", "train.jsonl"))
         g, s = measured["greedy"], measured["sampled"]
         expected = {
@@ -175,12 +171,7 @@ class Instructions(unittest.TestCase):
             "solved, worked line right throughout": (g["solved_worked_line_right"], s["solved_worked_line_right"]),
             "groups of 8 samples with at least one solved": (None, s["groups_with_a_solved_sample"]),
         }
-        self.assertEqual(set(rows), set(expected), "instructions.md's table of base-model figures")
-        for label, stated in rows.items():
-            self.assertEqual(stated[0] is None, expected[label][0] is None, f"{label}: which figures are stated")
-            for what, said, value in zip(("greedy", "sampled"), stated, expected[label]):
-                if said is not None:
-                    self.assertLessEqual(abs(said - value), self.TOLERANCE, f"{label}, {what}: stated {said}%, measured {value}%")
+        assert_stated_figures(self, text, expected, self.TOLERANCE)
 
 
 if __name__ == "__main__":
