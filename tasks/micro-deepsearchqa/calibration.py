@@ -12,26 +12,20 @@ Seeded and single-threaded, so the same checkpoint gives the same figures; tests
 recomputes them to check what instructions.md says.
 """
 
-import argparse
-import json
 import os
-import random
 
 # One thread in every pool, before torch loads: sampled actions then do not depend on the core count.
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-import torch  # noqa: E402
-
-from microlm import checkpoint, data, episodes  # noqa: E402
-from micro_deepsearchqa import MAX_NEW_TOKENS, MAX_STEPS, QUESTION_TYPES, TYPES, corpus, format_prompt, make_env  # noqa: E402
+from microlm import calibration  # noqa: E402
+from microlm.calibration import GROUP_SIZE, SEED, percent  # noqa: E402, F401  (GROUP_SIZE: the tests read it here)
+import micro_deepsearchqa  # noqa: E402
+from micro_deepsearchqa import QUESTION_TYPES, TYPES, corpus, make_env  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GREEDY_GAMES = 600
 SAMPLED_GAMES = 160
-GROUP_SIZE = 8  # a launch_rollouts group
-SEED = 0
-BATCH_SIZE = 64  # the rollout sampler's default: sampling draws per batch, so it must match
 
 
 def behaviour(game, record):
@@ -45,10 +39,6 @@ def behaviour(game, record):
         obs, _, _, _ = env.step(action)
         opened_first_hop = opened_first_hop or obs.startswith(f"D: {first_hop}:")
     return opened_first_hop, actions[0] == "search[#1]", "answer[#1]" in actions
-
-
-def percent(flags):
-    return round(100.0 * sum(flags) / len(flags), 1) if flags else None
 
 
 def figures(games, records):
@@ -66,40 +56,8 @@ def figures(games, records):
 
 def calibrate(checkpoint_dir, data_file, greedy_games=GREEDY_GAMES, sampled_games=SAMPLED_GAMES, seed=SEED):
     """The figures as a dict of percentages; the games are seeded samples of data_file."""
-    torch.set_num_threads(1)
-    model = checkpoint.load(checkpoint_dir)
-    games = data.read_jsonl(data_file)
-
-    greedy_items = random.Random(seed).sample(games, greedy_games)
-    greedy = episodes.play(model, [make_env() for _ in greedy_items], greedy_items, format_prompt, MAX_STEPS, MAX_NEW_TOKENS,
-                           batch_size=BATCH_SIZE)
-
-    # As rollouts_main picks and plays them: n / group-size distinct games, each played group-size times in a row.
-    indices = random.Random(seed).sample(range(len(games)), sampled_games)
-    sampled_items = [games[i] for i in indices for _ in range(GROUP_SIZE)]
-    sampled = episodes.play(model, [make_env() for _ in sampled_items], sampled_items, format_prompt, MAX_STEPS, MAX_NEW_TOKENS,
-                            temperature=1.0, seed=seed, batch_size=BATCH_SIZE)
-    groups = [sampled[i : i + GROUP_SIZE] for i in range(0, len(sampled), GROUP_SIZE)]
-
-    return {
-        "greedy": {"episodes": len(greedy), **figures(greedy_items, greedy)},
-        "sampled": {
-            "temperature": 1.0,
-            "episodes": len(sampled),
-            **figures(sampled_items, sampled),
-            # Groups with a success: the games where a reward-only learner has something to learn from.
-            "groups_with_a_success": percent([any(r["success"] for r in g) for g in groups]),
-        },
-    }
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", default=os.path.join(HERE, "model"))
-    parser.add_argument("--data", default=os.path.join(HERE, "data", "train.jsonl"))
-    args = parser.parse_args()
-    print(json.dumps(calibrate(args.checkpoint, args.data), indent=1))
+    return calibration.calibrate(checkpoint_dir, data_file, micro_deepsearchqa, figures, greedy_games, sampled_games, seed)
 
 
 if __name__ == "__main__":
-    main()
+    calibration.main(__doc__, HERE, calibrate)
