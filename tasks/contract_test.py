@@ -14,6 +14,7 @@ the sandbox's /workspace/lib (microlm and the env package, see microlm.testing).
 - the grader refuses bad checkpoints with status 2, "invalid checkpoint" on stderr and no output;
 - the rollout command, run as launch_rollouts runs it, plays a few episodes on the base model in
   groups, and refuses bad arguments with status 2;
+- level 3: calibration.py's sampled figures come from the very episodes launch_rollouts plays;
 - each oracle replay (one per route, sft or reward-only) is JSONL of tool calls that submits a checkpoint,
   the files it writes with $file exist in oracle/, and the flags it passes to them are flags they take; a
   reward-only oracle launches rollouts.
@@ -233,6 +234,20 @@ class Contract:
         status, _, stderr = self.T.run_inline(self.T.rollouts_args(out, 7, 4))  # --n not a multiple of --group-size
         self.assertEqual(status, 2, stderr)
         self.assertIn("error:", stderr)
+
+    def test_level3_calibration_samples_what_launch_rollouts_samples(self):
+        """Level 3's calibration.py (microlm.calibration): its sampled figures come from the episodes launch_rollouts plays."""
+        if self.spec["level"] != 3:
+            self.skipTest("levels 1 and 2 sample with microlm.sampling, as their rollouts do")
+        from microlm.calibration import GROUP_SIZE, SEED
+
+        out = os.path.join(self.scratch_dir("calibration"), "batch-001.jsonl")
+        _, rows = self.T.rollouts(self, out, n=4 * GROUP_SIZE, group_size=GROUP_SIZE, seed=SEED)
+        proc = self.T.run(["-c", "import calibration, json; print(json.dumps(calibration.calibrate("
+                                 "'model', 'data/train.jsonl', greedy_games=1, sampled_games=4)))"])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        measured = json.loads(proc.stdout.strip().splitlines()[-1])
+        self.assertEqual(measured["sampled"]["success"], round(100.0 * sum(r["success"] for r in rows) / len(rows), 1))
 
     def test_oracle_replays_are_well_formed(self):
         for oracle in self.spec["oracles"]:
