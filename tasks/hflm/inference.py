@@ -147,9 +147,10 @@ def _transformers_backend(model_dir, prompts, params, batch_size):
     model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=pad)
     sampled = params.temperature > 0
     sampling = dict(temperature=params.temperature, top_p=params.top_p, top_k=0, typical_p=1.0) if sampled else {}
+    per_prompt = params.n if sampled else 1  # greedy: one decode, copied n times (transformers refuses n > 1)
     config = GenerationConfig(
         max_new_tokens=params.max_new_tokens, min_new_tokens=0, do_sample=sampled, num_beams=1,
-        repetition_penalty=1.0, no_repeat_ngram_size=0, num_return_sequences=params.n,
+        repetition_penalty=1.0, no_repeat_ngram_size=0, num_return_sequences=per_prompt,
         eos_token_id=eos, pad_token_id=pad, stop_strings=list(params.stop) or None, **sampling,
     )
     encoded = prompt_token_ids(tokenizer, prompts, params.chat_template)
@@ -167,7 +168,8 @@ def _transformers_backend(model_dir, prompts, params, batch_size):
             out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, tokenizer=tokenizer)
             completions = tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
             for k, i in enumerate(chunk):
-                texts[i] = [cut_at_stop(t, params.stop) for t in completions[k * params.n : (k + 1) * params.n]]
+                samples = [cut_at_stop(t, params.stop) for t in completions[k * per_prompt : (k + 1) * per_prompt]]
+                texts[i] = samples * (params.n // per_prompt)
     return [t for per_prompt in texts for t in per_prompt]
 
 

@@ -55,7 +55,7 @@ def build(out_dir, texts, seed=0, vocab_size=512, hidden_size=96, layers=2):
     config = Qwen2Config(
         vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=hidden_size * 8 // 3,
         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-        tie_word_embeddings=True, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=False, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's random state
