@@ -4,8 +4,8 @@
     build(out_dir, texts, seed=0)     # writes config.json, model.safetensors, tokenizer files, chat template
 
 No model hub is reachable from CI, so the full tier's smoke profile builds its base model here: the
-Qwen2 architecture (what the reference's Qwen2.5 models are) with random weights, about 250k
-parameters, and a byte-level BPE tokenizer trained on `texts` with Qwen2's pre-tokenizer and special
+Qwen2 architecture (what the reference's Qwen2.5 models are) with random weights, about 270k
+parameters by default, and a byte-level BPE tokenizer trained on `texts` with Qwen2's pre-tokenizer and special
 tokens, so that AutoTokenizer (which rebuilds a qwen2 model's tokenizer as Qwen2Tokenizer) encodes
 exactly as trained. The chat template is ChatML, as Qwen2.5-Instruct's (without its default system
 message). Saved with save_pretrained: safetensors weights, loadable by hflm.inference and by TRL.
@@ -54,7 +54,7 @@ def build(out_dir, texts, seed=0, vocab_size=512, hidden_size=96, layers=2):
     tokenizer.chat_template = CHAT_TEMPLATE
     config = Qwen2Config(
         vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=hidden_size * 8 // 3,
-        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
         tie_word_embeddings=False, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
