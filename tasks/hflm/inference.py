@@ -19,7 +19,8 @@ The semantics are those of the reference (OpenCompass's VLLMwithChatTemplate on 
   before the first occurrence of any stop string, which is not kept.
 
 Backends (BACKENDS): "vllm" when CUDA is visible and vllm imports, else "transformers".
-- transformers: batches of prompts of similar length, left-padded; CUDA (bfloat16) or CPU (float32).
+- transformers: batches of prompts of similar length, left-padded; CUDA (bfloat16) or CPU (float32;
+  set torch.set_num_threads yourself, as with microlm).
 - vllm: vLLM's documented LLM / SamplingParams API, tensor parallel over the largest power of 2 of
   the visible GPUs (as the reference sizes it). Written against the docs, not run on this project's
   CPU-only CI: check it on a GPU host (bench/ GPU check of issue 17).
@@ -166,11 +167,18 @@ def _transformers_backend(model_dir, prompts, params, batch_size):
             ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in chunk], device=device)
             mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in chunk], device=device)
             out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, tokenizer=tokenizer)
-            completions = tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
+            completions = [_until_end(row, eos) for row in out[:, width:].tolist()]
+            decoded = tokenizer.batch_decode(completions, skip_special_tokens=True)
             for k, i in enumerate(chunk):
-                samples = [cut_at_stop(t, params.stop) for t in completions[k * per_prompt : (k + 1) * per_prompt]]
+                samples = [cut_at_stop(t, params.stop) for t in decoded[k * per_prompt : (k + 1) * per_prompt]]
                 texts[i] = samples * (params.n // per_prompt)
-    return [t for per_prompt in texts for t in per_prompt]
+    return [text for samples in texts for text in samples]
+
+
+def _until_end(token_ids, eos):
+    """The generated ids before the first end-of-sequence id (what follows it is padding)."""
+    ends = [token_ids.index(e) for e in eos if e in token_ids]
+    return token_ids[: min(ends)] if ends else token_ids
 
 
 def _vllm_backend(model_dir, prompts, params, batch_size):

@@ -20,7 +20,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
 import torch  # noqa: E402
 
 from hflm import gsm8k, humaneval, tiny  # noqa: E402
-from hflm.inference import GenerationParams, cut_at_stop, default_backend, generate, tensor_parallel_size  # noqa: E402
+from hflm.inference import (  # noqa: E402
+    GenerationParams, cut_at_stop, default_backend, end_token_ids, generate, tensor_parallel_size,
+)
 from hflm.model_dir import ModelFolderError  # noqa: E402
 from transformers.utils import logging as transformers_logging  # noqa: E402
 
@@ -135,6 +137,23 @@ class Sampling(unittest.TestCase):
         self.assertEqual(generate(MODEL, PROMPTS, params), texts)
         self.assertNotEqual(generate(MODEL, PROMPTS, GenerationParams(max_new_tokens=12, temperature=1.0, n=3, seed=12)), texts)
         self.assertGreater(len(set(texts[:3])), 1, "three samples of a random model should differ")
+
+
+class EndOfSequence(unittest.TestCase):
+    def test_the_tokenizers_eos_and_generation_config_json_s(self):
+        from transformers import AutoTokenizer
+
+        path = copy_model("two-ends")
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        self.assertEqual(end_token_ids(tokenizer, path), [tokenizer.eos_token_id])
+        with open(os.path.join(path, "generation_config.json")) as f:
+            config = json.load(f)
+        config["eos_token_id"] = [tokenizer.eos_token_id, tokenizer.pad_token_id]  # as Qwen2.5-Instruct lists two
+        with open(os.path.join(path, "generation_config.json"), "w") as f:
+            json.dump(config, f)
+        self.assertEqual(end_token_ids(tokenizer, path), sorted({tokenizer.eos_token_id, tokenizer.pad_token_id}))
+        os.remove(os.path.join(path, "generation_config.json"))
+        self.assertEqual(end_token_ids(tokenizer, path), [tokenizer.eos_token_id])
 
 
 class StopStrings(unittest.TestCase):
