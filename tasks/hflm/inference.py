@@ -27,7 +27,6 @@ Backends (BACKENDS): "vllm" when CUDA is visible and vllm imports, else "transfo
 """
 
 import dataclasses
-import importlib.util
 
 from .model_dir import check_model_dir
 
@@ -78,9 +77,16 @@ def generate(model_dir, prompts, params=None, backend=None, batch_size=16):
 
 
 def default_backend():
+    """vllm when CUDA is visible and vllm imports (only tried then: importing it takes seconds), else transformers."""
     import torch
 
-    return "vllm" if torch.cuda.is_available() and importlib.util.find_spec("vllm") else "transformers"
+    if torch.cuda.is_available():
+        try:
+            import vllm  # noqa: F401
+        except ImportError:
+            return "transformers"
+        return "vllm"
+    return "transformers"
 
 
 def tensor_parallel_size(gpus):
