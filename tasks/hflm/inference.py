@@ -21,9 +21,10 @@ The semantics are those of the reference (OpenCompass's VLLMwithChatTemplate on 
 Backends (BACKENDS): "vllm" when CUDA is visible and vllm imports, else "transformers".
 - transformers: batches of prompts of similar length, left-padded; CUDA (bfloat16) or CPU (float32;
   set torch.set_num_threads yourself, as with microlm).
-- vllm: vLLM's documented LLM / SamplingParams API, tensor parallel over the largest power of 2 of
-  the visible GPUs (as the reference sizes it). Written against the docs, not run on this project's
-  CPU-only CI: check it on a GPU host (bench/ GPU check of issue 17).
+- vllm: vLLM's documented LLM / SamplingParams API, bfloat16, tensor parallel over the largest power
+  of 2 of the visible GPUs (as the reference loads and sizes it). Written against the docs; CI checks
+  its calls against a stand-in module only, since no GPU is there: run it on a GPU host (issue 17's
+  GPU check) before trusting it.
 """
 
 import dataclasses
@@ -195,16 +196,19 @@ def _vllm_backend(model_dir, prompts, params, batch_size):
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
     encoded = prompt_token_ids(tokenizer, prompts, params.chat_template)
+    # bfloat16, as the reference loads every model.
     llm = LLM(model=model_dir, tensor_parallel_size=tensor_parallel_size(torch.cuda.device_count()),
-              trust_remote_code=False, seed=params.seed)
+              dtype="bfloat16", trust_remote_code=False, seed=params.seed)
+    sampled = params.temperature > 0
+    per_prompt = params.n if sampled else 1  # greedy: one decode, copied n times, as the transformers backend does
     sampling = SamplingParams(
-        n=params.n, temperature=params.temperature, top_p=params.top_p if params.temperature > 0 else 1.0,
+        n=per_prompt, temperature=params.temperature, top_p=params.top_p if sampled else 1.0,
         max_tokens=params.max_new_tokens, stop=list(params.stop), stop_token_ids=end_token_ids(tokenizer, model_dir),
         seed=params.seed, skip_special_tokens=True,
     )
     outputs = llm.generate([{"prompt_token_ids": ids} for ids in encoded], sampling)
     # vLLM already cuts at stop strings and excludes them; cut_at_stop keeps both backends identical.
-    return [cut_at_stop(o.text, params.stop) for request in outputs for o in request.outputs]
+    return [cut_at_stop(o.text, params.stop) for request in outputs for o in request.outputs for _ in range(params.n // per_prompt)]
 
 
 BACKENDS = {"transformers": _transformers_backend, "vllm": _vllm_backend}

@@ -9,7 +9,9 @@ import os
 import shutil
 import sys
 import tempfile
+import types
 import unittest
+from unittest import mock
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # small and shared machines: one thread is enough here
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no progress bars between the test dots
@@ -255,6 +257,42 @@ class Backends(unittest.TestCase):
     def test_transformers_without_cuda(self):
         if not torch.cuda.is_available():
             self.assertEqual(default_backend(), "transformers")
+
+    def test_the_vllm_backend_passes_what_vllms_documented_api_takes(self):
+        # No GPU here: a stand-in vllm module records the calls (vLLM itself runs only on a GPU host).
+        calls = {}
+
+        class LLM:
+            def __init__(self, **kwargs):
+                calls["llm"] = kwargs
+
+            def generate(self, prompts, sampling):
+                calls["prompts"], calls["sampling"] = prompts, sampling
+                return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"{i} a\nQuestion: b")
+                                                       for _ in range(sampling.kwargs["n"])])
+                        for i, _ in enumerate(prompts)]
+
+        class SamplingParams:
+            def __init__(self, **kwargs):
+                self.kwargs = kwargs
+
+        fake = types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams)
+        params = GenerationParams(max_new_tokens=7, stop=["\nQuestion:"], n=2)
+        with mock.patch.dict(sys.modules, {"vllm": fake}), mock.patch("torch.cuda.device_count", return_value=3):
+            texts = generate(MODEL, PROMPTS[:2], params, backend="vllm")
+        self.assertEqual(texts, ["0 a", "0 a", "1 a", "1 a"])
+        self.assertEqual(calls["llm"], dict(model=MODEL, tensor_parallel_size=2, dtype="bfloat16",
+                                            trust_remote_code=False, seed=0))
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(MODEL)
+        rendered = tokenizer.apply_chat_template([{"role": "user", "content": PROMPTS[0]}], tokenize=False,
+                                                 add_generation_prompt=True)
+        self.assertEqual(calls["prompts"][0], {"prompt_token_ids": tokenizer.encode(rendered, add_special_tokens=False)})
+        self.assertEqual(calls["sampling"].kwargs, dict(
+            n=1, temperature=0.0, top_p=1.0, max_tokens=7, stop=["\nQuestion:"],
+            stop_token_ids=[tokenizer.eos_token_id], seed=0, skip_special_tokens=True,
+        ))
 
     def test_tensor_parallel_is_the_largest_power_of_2_of_the_gpus(self):
         self.assertEqual([tensor_parallel_size(g) for g in range(10)], [1, 1, 2, 2, 4, 4, 4, 4, 8, 8])
