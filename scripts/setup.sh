@@ -45,7 +45,7 @@ fi
 # The full tier's Python runtime (tasks/hflm/requirements.txt, exact pins) in .venv-full, built
 # with the system Python the sandbox runs. Rebuilt only when the pins change: the stamp, written
 # last, holds their hash, so an interrupted build is redone. PIP_RETRIES=0: an index that cannot
-# be reached fails at once instead of being retried for minutes. About 25 s from a local index.
+# be reached fails at once instead of being retried for minutes. About 30 s from a local index.
 venv=.venv-full
 venv_stamp=$venv/.a2rl-requirements.sha256
 venv_want=$(sha256sum tasks/hflm/requirements.txt | cut -d' ' -f1)
