@@ -1,6 +1,7 @@
 #!/bin/sh
 # Makes a fresh clone ready: Debian packages for the sandbox and the micro tasks, npm
-# dependencies, the TypeScript build. Idempotent; a second run only checks and rebuilds.
+# dependencies, the full tier's Python environment (.venv-full), the TypeScript build.
+# Idempotent; a second run only checks and rebuilds.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -8,7 +9,8 @@ cd "$(dirname "$0")/.."
 # docker.io and debootstrap: the Docker sandbox backend and its micro image, built without a registry.
 # slurmctld slurmd slurm-client munge: the Slurm backend's tests start a two-node cluster on this host
 # (test/helpers/slurm.ts; about 8 s to install). No service is started here.
-debs="bubblewrap python3-torch python3-numpy libopenblas0-pthread chromium docker.io debootstrap slurmctld slurmd slurm-client munge"
+# python3-venv: the full tier's virtual environment (.venv-full, below).
+debs="bubblewrap python3-venv python3-torch python3-numpy libopenblas0-pthread chromium docker.io debootstrap slurmctld slurmd slurm-client munge"
 missing=""
 for p in $debs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -38,6 +40,21 @@ if [ ! -f "$agents_stamp" ] || [ "$(cat "$agents_stamp")" != "$agents" ]; then
   echo "setup: installing agent CLIs into .agents/: $agents" >&2
   npm install --prefix .agents --no-audit --no-fund $agents >&2
   echo "$agents" > "$agents_stamp"
+fi
+
+# The full tier's Python runtime (tasks/hflm/requirements.txt, exact pins) in .venv-full, built
+# with the system Python the sandbox runs. Rebuilt only when the pins change: the stamp, written
+# last, holds their hash, so an interrupted build is redone. PIP_RETRIES=0: an index that cannot
+# be reached fails at once instead of being retried for minutes. About 30 s from a local index.
+venv=.venv-full
+venv_stamp=$venv/.a2rl-requirements.sha256
+venv_want=$(sha256sum tasks/hflm/requirements.txt | cut -d' ' -f1)
+if [ ! -f "$venv_stamp" ] || [ "$(cat "$venv_stamp")" != "$venv_want" ]; then
+  echo "setup: building $venv from tasks/hflm/requirements.txt" >&2
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  PIP_RETRIES=0 "$venv/bin/pip" install --quiet --no-input -r tasks/hflm/requirements.txt >&2
+  echo "$venv_want" > "$venv_stamp"
 fi
 
 npm run --silent build >&2

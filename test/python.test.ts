@@ -1,7 +1,8 @@
 import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { tasksRoot } from '../src/util/paths.js';
+import { packageRoot, tasksRoot } from '../src/util/paths.js';
 import { listTaskIds } from '../src/tasks/task.js';
 
 // The Python side (microlm, the task packages, generators, graders) has its own unittest suites:
@@ -23,6 +24,23 @@ describe('python task suites', () => {
 
   it('microlm: the cached decoder is greedy decoding token for token, on every base model', { timeout: 300_000 }, () => {
     const result = spawnSync('/usr/bin/python3', [join(tasksRoot, 'microlm', 'test_decode.py')], { encoding: 'utf8' });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/\nOK\b/);
+  });
+});
+
+// The full tier's package (tasks/hflm) runs in its own environment, .venv-full, which scripts/setup.sh
+// builds from tasks/hflm/requirements.txt: one suite per tests/test_<concept>.py, about 5 s together.
+describe("python: hflm, the full tier's package", () => {
+  const python = join(packageRoot, '.venv-full', 'bin', 'python');
+  const testsDir = join(tasksRoot, 'hflm', 'tests');
+  const suites = readdirSync(testsDir)
+    .filter((name) => /^test_.*\.py$/.test(name))
+    .sort();
+
+  it.each(suites)('%s', { timeout: 120_000 }, (suite) => {
+    expect(existsSync(python), `${python} is missing: run \`npm run setup\` (it builds .venv-full)`).toBe(true);
+    const result = spawnSync(python, [join(testsDir, suite)], { encoding: 'utf8' });
     expect(result.status, result.stderr).toBe(0);
     expect(result.stderr).toMatch(/\nOK\b/);
   });

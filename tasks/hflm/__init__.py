@@ -1,0 +1,14 @@
+"""hflm: the full tier's shared Python package, for real Hugging Face models (tier `full`, issue 17).
+
+    from hflm import gsm8k, humaneval, inference, tiny
+
+- inference   generate(model_dir, prompts, GenerationParams) -> texts; transformers or vLLM backend
+- model_dir   check_model_dir: what a loadable model folder is (safetensors, no pickles, no remote code)
+- tiny        build(out_dir, texts, seed): a tiny random Qwen2 model and BPE tokenizer, for tests and CI
+- reasoning   strip_reasoning: <think>…</think> removed, as the reference does before any extraction
+- gsm8k       the reference's 4-shot chat prompt, answer extraction and scoring (OpenCompass gsm8k_gen_1d7fe4)
+- humaneval   the reference's prompt, code extraction, program assembly and 3 s execution
+
+Runs in .venv-full (tasks/hflm/requirements.txt, built by scripts/setup.sh). Importing a module loads
+torch and transformers only when a function needs them, so graders can read completions without them.
+"""
