@@ -92,7 +92,7 @@ TASKS = {
     ),
     "alpacaeval": TaskAssets(
         visible=Source("tatsu-lab/alpaca", "default", "train", "data/train-*.parquet", ("instruction", "input", "output"), "instruction"),
-        # The outputs are the reference the judge compares against (GPT-4 turbo's, as AlpacaEval 2.0).
+        # Its outputs are the reference the judge compares the model's against, as in the reference harness.
         hidden=Source(
             "tatsu-lab/alpaca_eval", "alpaca_eval_gpt4_baseline", "eval", "alpaca_eval_gpt4_baseline.json",
             ("instruction", "output", "generator", "dataset"), "instruction",
