@@ -49,7 +49,7 @@ describe('a2rl prepare --from a snapshot folder', () => {
       expect(refusal.prepareCommand).toBe(`a2rl --home ${home} prepare gsm8k --model ${fixtureModelId}`);
       expect(refusal.message).toBe(
         `The assets of gsm8k are not as prepared: ${publicHalf} has changed (its sha256 is not the manifest's). ` +
-          `Run: a2rl --home ${home} prepare gsm8k --model ${fixtureModelId}`,
+          `Run: a2rl --home ${home} prepare gsm8k --model ${fixtureModelId} (add --from DIR on a host without hub access).`,
       );
     }
     writeFileSync(publicHalf, before);
@@ -59,7 +59,7 @@ describe('a2rl prepare --from a snapshot folder', () => {
   it('refuses assets never prepared, naming the command', () => {
     expect(() => verifyAssets('humaneval', home)).toThrow(
       `The assets of humaneval are not as prepared: ${join(home, 'assets', 'humaneval', 'manifest.json')} is missing. ` +
-        `Run: a2rl --home ${home} prepare humaneval`,
+        `Run: a2rl --home ${home} prepare humaneval (add --from DIR on a host without hub access).`,
     );
   });
 

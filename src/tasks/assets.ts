@@ -26,7 +26,10 @@ export class AssetsNotPreparedError extends A2rlError {
     readonly problems: string[],
     readonly prepareCommand: string,
   ) {
-    super('UNAVAILABLE', `The assets of ${taskId} are not as prepared: ${problems.join('; ')}. Run: ${prepareCommand}`);
+    super(
+      'UNAVAILABLE',
+      `The assets of ${taskId} are not as prepared: ${problems.join('; ')}. Run: ${prepareCommand} (add --from DIR on a host without hub access).`,
+    );
   }
 }
 
@@ -63,12 +66,13 @@ export function verifyAssets(taskId: string, home: string, modelId?: string): vo
 function folderProblems(folder: string): string[] {
   const manifestPath = join(folder, 'manifest.json');
   if (!existsSync(manifestPath)) return [`${manifestPath} is missing`];
-  let manifest: Manifest;
+  let manifest: Partial<Manifest> | null;
   try {
-    manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as Manifest;
+    manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as Partial<Manifest> | null;
   } catch {
     return [`${manifestPath} is not valid JSON`];
   }
+  if (typeof manifest?.files !== 'object' || manifest.files === null) return [`${manifestPath} is not a manifest that a2rl prepare wrote`];
   if (manifest.builder_version !== assetsBuilderVersion) {
     return [`${manifestPath} was written by builder version ${manifest.builder_version}, this is ${assetsBuilderVersion}`];
   }

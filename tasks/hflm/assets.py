@@ -141,7 +141,7 @@ def source_files(snapshot, source):
     if not files:
         raise AssetsError(
             f"{repo_dir} has no {source.pattern}: the snapshot must hold the dataset repo's own files "
-            f"(huggingface-cli download {source.repo_id} --repo-type dataset --local-dir {repo_dir})"
+            f"(hf download {source.repo_id} --repo-type dataset --local-dir {repo_dir})"
         )
     return files
 
@@ -245,16 +245,21 @@ def build_splits(task, snapshot, home, revisions=None):
     return manifest
 
 
-def import_model(model_id, snapshot, home, revision=None):
-    """Copies <snapshot>/models/<model_id> into <home>/models/<org>--<name>/ with a manifest; refuses pickles and remote code."""
-    source = os.path.join(snapshot, "models", check_model_id(model_id))
+def checked_model_source(snapshot, model_id):
+    """<snapshot>/models/<model_id>, once it is a loadable model folder: safetensors, no pickles, no remote code."""
+    source = os.path.join(snapshot, "models", model_id)
     if not os.path.isdir(source):
         raise AssetsError(f"{source} does not exist: the snapshot must hold the model repo's files "
-                          f"(huggingface-cli download {model_id} --local-dir {source})")
+                          f"(hf download {model_id} --local-dir {source})")
     try:
         check_model_dir(source)
     except ModelFolderError as e:
         raise AssetsError(f"model {model_id}: {e}") from None
+    return source
+
+
+def import_model(model_id, source, home, revision=None):
+    """Copies a checked model folder into <home>/models/<org>--<name>/ with a manifest; returns that folder."""
     dest = model_folder(home, model_id)
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     build_dir = tempfile.mkdtemp(prefix=".building-", dir=os.path.dirname(dest))
@@ -282,10 +287,13 @@ def download(task, model_id, snapshot):
 
     api, revisions = HfApi(), {}
     spec = task_assets(task)
-    for source in {spec.visible, spec.hidden}:
-        revisions[source.repo_id] = api.dataset_info(source.repo_id).sha  # pinned, so the files all come from one commit
-        snapshot_download(source.repo_id, repo_type="dataset", revision=revisions[source.repo_id],
-                          allow_patterns=[source.pattern], local_dir=os.path.join(snapshot, "datasets", source.repo_id))
+    patterns = {}
+    for source in (spec.visible, spec.hidden):
+        patterns.setdefault(source.repo_id, set()).add(source.pattern)
+    for repo_id, repo_patterns in patterns.items():
+        revisions[repo_id] = api.dataset_info(repo_id).sha  # pinned, so the files all come from one commit
+        snapshot_download(repo_id, repo_type="dataset", revision=revisions[repo_id], allow_patterns=sorted(repo_patterns),
+                          local_dir=os.path.join(snapshot, "datasets", repo_id))
     revisions[model_id] = api.model_info(model_id).sha
     snapshot_download(model_id, revision=revisions[model_id], allow_patterns=MODEL_PATTERNS,
                       local_dir=os.path.join(snapshot, "models", model_id))
@@ -308,14 +316,9 @@ def prepare(task, home, model_id=None, from_dir=None):
                 f"downloading {task}'s sources or {model_id} from the Hugging Face hub failed ({type(e).__name__}: {e}); "
                 "on a host without hub access, prepare from a snapshot folder instead: --from DIR"
             ) from None
-    # The model is checked first: a refused model leaves the task's assets untouched too.
-    source_model = os.path.join(snapshot, "models", model_id)
-    try:
-        check_model_dir(source_model)
-    except ModelFolderError as e:
-        raise AssetsError(f"model {model_id}: {e}") from None
+    model_source = checked_model_source(snapshot, model_id)  # first: a refused model leaves the task's assets untouched too
     build_splits(task, snapshot, home, revisions)
-    model_dir = import_model(model_id, snapshot, home, revisions.get(model_id))
+    model_dir = import_model(model_id, model_source, home, revisions.get(model_id))
     return [os.path.join(home, "assets", task), model_dir]
 
 
@@ -332,6 +335,8 @@ def verify_folder(folder):
         return [f"{manifest_path} is missing"]
     except ValueError:
         return [f"{manifest_path} is not valid JSON"]
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        return [f"{manifest_path} is not a manifest that a2rl prepare wrote"]
     if manifest.get("builder_version") != BUILDER_VERSION:
         return [f"{manifest_path} was written by builder version {manifest.get('builder_version')}, this is {BUILDER_VERSION}"]
     problems = []

@@ -143,6 +143,12 @@ class Verify(Base):
         os.remove(os.path.join(self.home, "models", "a2rl-fixture--tiny-qwen2", "model.safetensors"))
         self.assertEqual(assets.verify("gsm8k", self.home, MODEL), [f"{self.home}/models/a2rl-fixture--tiny-qwen2/model.safetensors is missing"])
 
+    def test_a_manifest_of_another_shape_is_named(self):
+        self.prepare("gsm8k")
+        with open(os.path.join(self.home, "assets", "gsm8k", "manifest.json"), "w") as f:
+            f.write("[]")
+        self.assertEqual(assets.verify("gsm8k", self.home), [f"{self.home}/assets/gsm8k/manifest.json is not a manifest that a2rl prepare wrote"])
+
     def test_the_command_line_exits_1_naming_the_problem(self):
         self.assertEqual(assets.main(["verify", "gsm8k", "--home", self.home]), 1)
 
@@ -186,6 +192,10 @@ class Refusals(Base):
         with open(os.path.join(snapshot, "datasets", "openai", "gsm8k", "main", "test-00000-of-00001.parquet"), "wb") as f:
             f.write(b"not parquet")
         self.assert_refused_changing_nothing(r"is not a readable parquet file", from_dir=snapshot)
+
+    def test_a_snapshot_without_the_model(self):
+        self.assert_refused_changing_nothing(r"models/Qwen/Qwen2.5-1.5B-Instruct does not exist: the snapshot must hold the model repo's files",
+                                             model_id="Qwen/Qwen2.5-1.5B-Instruct")
 
     def test_pickled_weights(self):
         snapshot = self.broken_snapshot()
