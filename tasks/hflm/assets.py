@@ -214,7 +214,8 @@ def build_splits(task, snapshot, home, revisions=None):
     hidden, hidden_files = (visible, visible_files) if spec.hidden == spec.visible else load_source(snapshot, spec.hidden)
     visible, hidden = visible[spec.visible_rows], hidden[spec.hidden_rows]
     if not visible or not hidden:
-        raise AssetsError(f"{snapshot}: {task}'s sources leave an empty split ({len(visible)} visible, {len(hidden)} hidden rows): the snapshot is incomplete")
+        raise AssetsError(f"{snapshot}: {task}'s sources leave an empty split ({len(visible)} visible, "
+                          f"{len(hidden)} hidden rows): the snapshot is incomplete; download the repos' files again")
     public, private = split_public_private(hidden, spec.hidden.id_column)
 
     dest = os.path.join(home, "assets", task)
@@ -233,7 +234,8 @@ def build_splits(task, snapshot, home, revisions=None):
         ]
         manifest = {
             "task": task, "builder_version": BUILDER_VERSION, "files": files, "sources": sources,
-            "public_private_rule": f"hidden rows ranked by sha256 of {spec.hidden.id_column} (ties by position): even ranks public, odd private",
+            "public_private_rule": f"hidden rows ranked by sha256 of {spec.hidden.id_column} (ties by position): "
+                                   "even ranks public, odd private",
         }
         with open(os.path.join(build_dir, "manifest.json"), "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2, ensure_ascii=False)
@@ -305,7 +307,8 @@ def prepare(task, home, model_id=None, from_dir=None):
     spec = task_assets(task)
     model_id = check_model_id(model_id or spec.default_model)
     if from_dir is not None and not os.path.isdir(from_dir):
-        raise AssetsError(f"--from {from_dir}: no such folder; give a snapshot folder holding datasets/<repo id>/ and models/<model id>/")
+        raise AssetsError(f"--from {from_dir}: no such folder; give a snapshot folder holding datasets/<repo id>/ "
+                          "and models/<model id>/")
     snapshot, revisions = from_dir, {}
     if from_dir is None:
         snapshot = os.path.join(home, "hub-snapshot")
@@ -363,11 +366,13 @@ def main(argv=None):
     parser.add_argument("task")
     parser.add_argument("--home", required=True, help="the a2rl home ($A2RL_HOME)")
     parser.add_argument("--model", help="the base model's Hugging Face id (default: the task's)")
-    parser.add_argument("--from", dest="from_dir", help="a snapshot folder (datasets/<repo id>/, models/<model id>/) instead of the hub")
+    parser.add_argument("--from", dest="from_dir",
+                        help="a snapshot folder (datasets/<repo id>/, models/<model id>/) instead of the hub")
     args = parser.parse_args(argv)
     try:
         if args.command == "prepare":
-            for path in prepare(args.task, os.path.abspath(args.home), args.model, args.from_dir and os.path.abspath(args.from_dir)):
+            from_dir = args.from_dir and os.path.abspath(args.from_dir)
+            for path in prepare(args.task, os.path.abspath(args.home), args.model, from_dir):
                 with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
                     for name, entry in json.load(f)["files"].items():
                         print(f"{os.path.join(path, name)}\t{entry['bytes']} bytes\tsha256 {entry['sha256']}")

@@ -187,6 +187,12 @@ class Refusals(Base):
         fixture_hub.write_parquet(target, [{"question": "q", "solution": "s"}])
         self.assert_refused_changing_nothing(r"row 0 lacks the text column\(s\) answer of openai/gsm8k", from_dir=snapshot)
 
+    def test_a_source_too_short_for_its_cut(self):
+        snapshot = self.broken_snapshot()
+        target = os.path.join(snapshot, "datasets", "openai", "openai_humaneval", "openai_humaneval", "test-00000-of-00001.parquet")
+        fixture_hub.write_parquet(target, fixture_hub.humaneval_rows(82))
+        self.assert_refused_changing_nothing(r"leave an empty split \(82 visible, 0 hidden rows\)", task="humaneval", from_dir=snapshot)
+
     def test_a_damaged_parquet_file(self):
         snapshot = self.broken_snapshot()
         with open(os.path.join(snapshot, "datasets", "openai", "gsm8k", "main", "test-00000-of-00001.parquet"), "wb") as f:
