@@ -8,9 +8,9 @@ import { defaultHome } from '../util/paths.js';
  * The full tier's assets, as `a2rl prepare` (tasks/hflm/assets.py) writes them under the home:
  * `assets/<task>/` (data/train.jsonl visible; eval/public.jsonl and eval/private.jsonl hidden) and
  * `models/<org>--<name>/` (the base model), each with a manifest.json of sha256 and bytes per file.
- * The builder version must match hflm.assets.BUILDER_VERSION: assets built by another builder are rebuilt.
+ * The builder version must match hflm.assets.BUILDER_VERSION: assets another builder wrote are refused until prepared again.
  */
-export const assetsBuilderVersion = 1;
+const assetsBuilderVersion = 1;
 
 const modelIdPattern = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
@@ -33,11 +33,11 @@ export class AssetsNotPreparedError extends A2rlError {
   }
 }
 
-export function assetsDir(home: string, taskId: string): string {
+function assetsDir(home: string, taskId: string): string {
   return join(home, 'assets', taskId);
 }
 
-export function modelAssetsDir(home: string, modelId: string): string {
+function modelAssetsDir(home: string, modelId: string): string {
   if (!modelIdPattern.test(modelId) || modelId.includes('..')) {
     throw new A2rlError(
       'INVALID_INPUT',
@@ -48,7 +48,7 @@ export function modelAssetsDir(home: string, modelId: string): string {
 }
 
 /** The exact command that (re)builds a task's assets in this home. */
-export function prepareCommand(taskId: string, home: string, modelId?: string): string {
+function prepareCommandFor(taskId: string, home: string, modelId?: string): string {
   const homeFlag = home === defaultHome() ? '' : ` --home ${home}`;
   return `a2rl${homeFlag} prepare ${taskId}${modelId ? ` --model ${modelId}` : ''}`;
 }
@@ -60,7 +60,7 @@ export function prepareCommand(taskId: string, home: string, modelId?: string): 
 export function verifyAssets(taskId: string, home: string, modelId?: string): void {
   const problems = folderProblems(assetsDir(home, taskId));
   if (modelId !== undefined) problems.push(...folderProblems(modelAssetsDir(home, modelId)));
-  if (problems.length > 0) throw new AssetsNotPreparedError(taskId, problems, prepareCommand(taskId, home, modelId));
+  if (problems.length > 0) throw new AssetsNotPreparedError(taskId, problems, prepareCommandFor(taskId, home, modelId));
 }
 
 function folderProblems(folder: string): string[] {

@@ -149,6 +149,16 @@ class Verify(Base):
             f.write("[]")
         self.assertEqual(assets.verify("gsm8k", self.home), [f"{self.home}/assets/gsm8k/manifest.json is not a manifest that a2rl prepare wrote"])
 
+    def test_assets_of_another_builder_are_named(self):
+        self.prepare("gsm8k")
+        manifest_path = os.path.join(self.home, "assets", "gsm8k", "manifest.json")
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        manifest["builder_version"] = 0
+        with open(manifest_path, "w") as f:
+            json.dump(manifest, f)
+        self.assertEqual(assets.verify("gsm8k", self.home), [f"{manifest_path} was written by builder version 0, this is 1"])
+
     def test_the_command_line_exits_1_naming_the_problem(self):
         self.assertEqual(assets.main(["verify", "gsm8k", "--home", self.home]), 1)
 
