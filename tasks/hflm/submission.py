@@ -257,7 +257,7 @@ def check_adapter_fits(folder, adapter_config, adapter_shapes, base_shapes, base
     for key, shape in sorted(adapter_shapes.items()):
         name = re.sub(r"^base_model\.model\.", "", key)
         part = next((p for p in LORA_PARTS if name.endswith(p)), None)
-        module = name[: -len(part)] if part else name[: -len(".weight")] if name.endswith(".weight") else name
+        module = name[: -len(part)] if part else re.sub(r"\.weight$", "", name)
         base_key = module + ".weight"
         if base_key not in base_shapes and module == "lm_head":
             base_key = "model.embed_tokens.weight"
@@ -296,10 +296,28 @@ def inspect(folder, base_dir, base_id=None):
         notes.append(f"left out unread (a Trainer's state, not the model): {', '.join(left_out)}")
         names = [n for n in names if n not in left_out]
     base_names = sorted(os.listdir(base_dir))
-    base_config = read_json(os.path.join(base_dir, "config.json"), "base_unreadable", "prepare the base model again")
-
+    with open(os.path.join(base_dir, "config.json")) as f:
+        base_config = json.load(f)
     if "adapter_config.json" in names:
         kind, factor = "lora", ADAPTER_SIZE_FACTOR
+    elif "config.json" in names:
+        kind, factor = "full", FULL_SIZE_FACTOR
+    else:
+        raise SubmissionError(
+            "missing_config", f"{folder} has neither config.json (a full model) nor adapter_config.json (a LoRA "
+            f"adapter): save with {SAFE_SAVE}, or peft_model.save_pretrained(dir) for an adapter",
+        )
+    # The cap first: it needs no more than file sizes, and nothing bigger is read.
+    cap = int(factor * base_size(base_dir))
+    size = model_size(folder, names)
+    if size > cap:
+        raise SubmissionError(
+            "too_large", f"{folder} holds {size} bytes, over the cap of {cap} ({factor:g} x the base model's weights "
+            f"and tokenizer): save the weights in the base's dtype ({base_config.get('dtype', 'as the base')}), "
+            "e.g. model.to(torch.bfloat16).save_pretrained(dir), and leave other files out",
+        )
+
+    if kind == "lora":
         adapter_config = read_json(
             os.path.join(folder, "adapter_config.json"), "invalid_config",
             "save the adapter with peft_model.save_pretrained(dir)",
@@ -321,27 +339,13 @@ def inspect(folder, base_dir, base_id=None):
             tensor_shapes(base_dir, base_names), base_config,
         )
         model_vocabulary = base_config.get("vocab_size")
-    elif "config.json" in names:
-        kind, factor, adapter_base = "full", FULL_SIZE_FACTOR, None
+    else:
+        adapter_base = None
         config = read_json(os.path.join(folder, "config.json"), "invalid_config", f"save with {SAFE_SAVE}")
         check_architecture(folder, config, base_config)
         if not any(n.endswith(".safetensors") for n in names):
             raise SubmissionError("missing_weights", f"{folder} has no *.safetensors weights: save with {SAFE_SAVE}")
         model_vocabulary = config.get("vocab_size")
-    else:
-        raise SubmissionError(
-            "missing_config", f"{folder} has neither config.json (a full model) nor adapter_config.json (a LoRA "
-            f"adapter): save with {SAFE_SAVE}, or peft_model.save_pretrained(dir) for an adapter",
-        )
-
-    cap = int(factor * base_size(base_dir))
-    size = model_size(folder, names)
-    if size > cap:
-        raise SubmissionError(
-            "too_large", f"{folder} holds {size} bytes, over the cap of {cap} ({factor:g} x the base model's weights "
-            f"and tokenizer): save the weights in the base's dtype ({base_config.get('dtype', 'as the base')}), "
-            "e.g. model.to(torch.bfloat16).save_pretrained(dir), and leave other files out",
-        )
 
     if has_own_tokenizer(names):
         tokenizer, (vocabulary, repairs) = "submission", tokenizer_size(folder, names)
@@ -408,7 +412,8 @@ def merge_adapter(adapter_dir, base_dir, out_dir):
 
     transformers_logging.disable_progress_bar()  # the loading bar is noise on the command line's stderr
 
-    base_config = read_json(os.path.join(base_dir, "config.json"), "base_unreadable", "prepare the base model again")
+    with open(os.path.join(base_dir, "config.json")) as f:
+        base_config = json.load(f)
     stored_dtype = getattr(torch, str(base_config.get("dtype") or base_config.get("torch_dtype") or "float32"))
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32, trust_remote_code=False)
     merged = PeftModel.from_pretrained(base, adapter_dir, is_trainable=False).merge_and_unload()

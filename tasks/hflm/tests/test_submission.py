@@ -180,6 +180,15 @@ class Refusals(unittest.TestCase):
         os.remove(os.path.join(folder, "config.json"))
         self.assertRefused(folder, "missing_config", "config.json", "adapter_config.json")
 
+    def test_no_weights_and_a_broken_config(self):
+        folder = copy_of(FULL, "no-weights")
+        os.remove(os.path.join(folder, "model.safetensors"))
+        self.assertRefused(folder, "missing_weights", "*.safetensors", "safe_serialization=True")
+        folder = copy_of(FULL, "broken-config")
+        with open(os.path.join(folder, "config.json"), "a") as f:
+            f.write("}")
+        self.assertRefused(folder, "invalid_config", "not valid JSON", "save_pretrained")
+
     def test_pickled_weights(self):
         for name in ("pytorch_model.bin", "model.pt", "weights.pth", "model.pkl"):
             folder = copy_of(FULL, f"pickle-{name}")
