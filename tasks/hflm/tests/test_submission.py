@@ -28,6 +28,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from transformers.utils import logging as transformers_logging  # noqa: E402
 
 from hflm import tiny  # noqa: E402
+from hflm.model_dir import check_model_dir  # noqa: E402
 from hflm.submission import SubmissionError, inspect, main, materialise, repair_tokenizer_config  # noqa: E402
 
 transformers_logging.disable_progress_bar()
@@ -103,6 +104,7 @@ class FullModels(unittest.TestCase):
         self.assertEqual((inspection.kind, inspection.tokenizer, inspection.notes), ("full", "submission", []))
         out = os.path.join(ROOT, "full-out")
         materialise(FULL, BASE, out, BASE_ID)
+        check_model_dir(out)  # what hflm.inference loads
         self.assertEqual(sorted(os.listdir(out)), inspection.files)
         for name in inspection.files:
             with open(os.path.join(FULL, name), "rb") as a, open(os.path.join(out, name), "rb") as b:
@@ -142,7 +144,7 @@ class Adapters(unittest.TestCase):
         self.assertEqual((inspection.kind, inspection.tokenizer, inspection.adapter_base), ("lora", "base", BASE))
         out = os.path.join(ROOT, "adapter-out")
         materialise(ADAPTER, BASE, out, BASE_ID)
-        self.assertFalse(os.path.exists(os.path.join(out, "adapter_config.json")))
+        check_model_dir(out)  # a full model now, which hflm.inference loads
         merged = logits(out)
         torch.testing.assert_close(merged, ADAPTER_LOGITS, atol=1e-5, rtol=0)
         self.assertGreater((merged - logits(BASE)).abs().max().item(), 1e-3)  # the merge changed the model
