@@ -273,14 +273,18 @@ def check_adapter_fits(folder, adapter_config, adapter_shapes, base_shapes, base
             raise mismatch(f"{key} has shape {shape}, which does not fit the base model's {base_key} {base_shape}")
 
 
-def check_adapter_base_name(folder, name, base_id):
+def check_adapter_base_name(folder, name, base_id, base_dir):
     """An adapter that names a hub model other than the run's base was trained on another model.
 
     A path names wherever the agent's sandbox mounted the base, which says nothing here: the tensor
-    shapes decide then.
+    shapes decide then. A relative path of two parts reads like a hub id, so it fits when it ends in
+    the base's name or its folder's.
     """
     is_hub_id = isinstance(name, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None
-    if base_id and is_hub_id and name.lower() != base_id.lower():
+    if not (base_id and is_hub_id):
+        return
+    fitting_names = {base_id.split("/")[-1].lower(), os.path.basename(os.path.normpath(base_dir)).lower()}
+    if name.lower() != base_id.lower() and name.split("/")[-1].lower() not in fitting_names:
         raise SubmissionError(
             "adapter_base_mismatch", f"{folder}/adapter_config.json says the adapter was trained on {name}; this run's "
             f"base model is {base_id}: train the adapter on {base_id}",
@@ -333,7 +337,7 @@ def inspect(folder, base_dir, base_id=None):
                 "peft_model.save_pretrained(dir, safe_serialization=True)",
             )
         adapter_base = adapter_config.get("base_model_name_or_path")
-        check_adapter_base_name(folder, adapter_base, base_id)
+        check_adapter_base_name(folder, adapter_base, base_id, base_dir)
         check_adapter_fits(
             folder, adapter_config, tensor_shapes(folder, ["adapter_model.safetensors"]),
             tensor_shapes(base_dir, base_names), base_config,

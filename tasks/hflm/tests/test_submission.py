@@ -242,6 +242,9 @@ class Refusals(unittest.TestCase):
         edit_json(os.path.join(folder, "adapter_config.json"), base_model_name_or_path="meta-llama/Llama-3.1-8B")
         self.assertRefused(folder, "adapter_base_mismatch", "meta-llama/Llama-3.1-8B", BASE_ID)
         inspect(folder, BASE)  # without the run's hub id, the name alone cannot refuse; the shapes fit
+        for where_the_agent_saw_it in ("/workspace/models/base", "models/Qwen2.5-1.5B", "qwen/qwen2.5-1.5b"):
+            edit_json(os.path.join(folder, "adapter_config.json"), base_model_name_or_path=where_the_agent_saw_it)
+            self.assertEqual(inspect(folder, BASE, BASE_ID).adapter_base, where_the_agent_saw_it)
 
         wider = tiny.build(os.path.join(ROOT, "wider-base"), TEXTS, seed=1, hidden_size=64)
         other = get_peft_model(AutoModelForCausalLM.from_pretrained(wider), LoraConfig(r=4, target_modules=["q_proj"]))
