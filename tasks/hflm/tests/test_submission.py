@@ -159,6 +159,18 @@ class Adapters(unittest.TestCase):
                 self.assertEqual(a.read(), b.read(), f"{name}: the merge is not deterministic")
 
 
+    def test_an_adapter_with_its_own_tokenizer_keeps_it_repaired(self):
+        folder = copy_of(ADAPTER, "adapter-tokenizer")
+        for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+            shutil.copyfile(os.path.join(BASE, name), os.path.join(folder, name))
+        edit_json(os.path.join(folder, "tokenizer_config.json"), extra_special_tokens=["<|im_start|>"])
+        out = os.path.join(ROOT, "adapter-tokenizer-out")
+        inspection = materialise(folder, BASE, out)
+        self.assertEqual((inspection.tokenizer, len(inspection.tokenizer_repairs)), ("submission", 1))
+        with open(os.path.join(out, "tokenizer_config.json")) as f:
+            self.assertEqual(json.load(f)["additional_special_tokens"], ["<|im_start|>"])
+
+
 class Refusals(unittest.TestCase):
     def assertRefused(self, folder, code, *message_parts, base_id=BASE_ID):
         before = digest(folder) if os.path.isdir(folder) else None
