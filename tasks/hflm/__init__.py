@@ -4,6 +4,8 @@
 
 - inference   generate(model_dir, prompts, GenerationParams) -> texts; transformers or vLLM backend
 - model_dir   check_model_dir: what a loadable model folder is (safetensors, no pickles, no remote code)
+- submission  inspect / materialise: a submitted full model or LoRA adapter, checked against the base, made
+              into the full model folder that grading loads (adapters merged); `python -m hflm.submission`
 - tiny        build(out_dir, texts, seed): a tiny random Qwen2 model and BPE tokenizer, for tests and CI
 - reasoning   strip_reasoning: <think>…</think> removed, as the reference does before any extraction
 - gsm8k       the reference's 4-shot chat prompt, answer extraction and scoring (OpenCompass gsm8k_gen_1d7fe4)

@@ -27,11 +27,11 @@ from micro_alpacaeval import format_completion, format_prompt  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = GPTConfig(context_len=256, n_layer=2, n_head=4, d_model=96)
 N_EXAMPLES = 4000
-FOLLOW = 0.25  # chance that a pretraining answer obeys each constraint of its instruction
+FOLLOW = 0.4  # chance that a pretraining answer obeys each constraint of its instruction
 
 
 def main():
-    parser = pretraining.parser(__doc__, HERE, steps=600, lr=2e-3, batch_size=16, data_file=False)
+    parser = pretraining.parser(__doc__, HERE, steps=1500, lr=2e-3, batch_size=16, data_file=False)
     parser.add_argument("--d-model", type=int, default=CONFIG.d_model)
     parser.add_argument("--n-layer", type=int, default=CONFIG.n_layer)
     parser.add_argument("--follow", type=float, default=FOLLOW, help="chance that an answer obeys each constraint")
