@@ -5,6 +5,7 @@ import { isA2rlError } from '../util/errors.js';
 import { defaultHome } from '../util/paths.js';
 import { addDemoCommand } from './demo.js';
 import { addHostCommands } from './host.js';
+import { addPrepareCommand } from './prepare.js';
 import type { CliContext } from './options.js';
 import { addReplayCommand } from './replay.js';
 import { addReportCommands } from './reports.js';
@@ -28,6 +29,7 @@ addDemoCommand(program, context);
 addReplayCommand(program, context);
 addRunCommand(program, context);
 addTasksCommand(program);
+addPrepareCommand(program, context);
 addHostCommands(program);
 
 program.parseAsync().catch((error: unknown) => {

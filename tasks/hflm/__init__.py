@@ -10,6 +10,8 @@
 - reasoning   strip_reasoning: <think>…</think> removed, as the reference does before any extraction
 - gsm8k       the reference's 4-shot chat prompt, answer extraction and scoring (OpenCompass gsm8k_gen_1d7fe4)
 - humaneval   the reference's prompt, code extraction, program assembly and 3 s execution
+- assets      prepare / verify: a task's splits and base model under $A2RL_HOME with sha256 manifests,
+              from the hub or a snapshot folder; `python -m hflm.assets` (what `a2rl prepare` runs)
 
 Runs in .venv-full (tasks/hflm/requirements.txt, built by scripts/setup.sh). Importing a module loads
 torch and transformers only when a function needs them, so graders can read completions without them.

@@ -1,0 +1,100 @@
+import { createHash } from 'node:crypto';
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { A2rlError } from '../util/errors.js';
+import { defaultHome } from '../util/paths.js';
+
+/**
+ * The full tier's assets, as `a2rl prepare` (tasks/hflm/assets.py) writes them under the home:
+ * `assets/<task>/` (data/train.jsonl visible; eval/public.jsonl and eval/private.jsonl hidden) and
+ * `models/<org>--<name>/` (the base model), each with a manifest.json of sha256 and bytes per file.
+ * The builder version must match hflm.assets.BUILDER_VERSION: assets another builder wrote are refused until prepared again.
+ */
+const assetsBuilderVersion = 1;
+
+const modelIdPattern = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+interface Manifest {
+  builder_version: number;
+  files: Record<string, { sha256: string; bytes: number }>;
+}
+
+/** A run cannot start: its assets are missing or changed. The message names the command that rebuilds them. */
+export class AssetsNotPreparedError extends A2rlError {
+  constructor(
+    readonly taskId: string,
+    readonly problems: string[],
+    readonly prepareCommand: string,
+  ) {
+    super(
+      'UNAVAILABLE',
+      `The assets of ${taskId} are not as prepared: ${problems.join('; ')}. Run: ${prepareCommand} (add --from DIR on a host without hub access).`,
+    );
+  }
+}
+
+function assetsDir(home: string, taskId: string): string {
+  return join(home, 'assets', taskId);
+}
+
+function modelAssetsDir(home: string, modelId: string): string {
+  if (!modelIdPattern.test(modelId) || modelId.includes('..')) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `"${modelId}" is not a Hugging Face model id: give it as <org>/<name>, e.g. Qwen/Qwen2.5-1.5B-Instruct.`,
+    );
+  }
+  return join(home, 'models', modelId.replace('/', '--'));
+}
+
+/** The exact command that (re)builds a task's assets in this home. */
+function prepareCommandFor(taskId: string, home: string, modelId?: string): string {
+  const homeFlag = home === defaultHome() ? '' : ` --home ${home}`;
+  return `a2rl${homeFlag} prepare ${taskId}${modelId ? ` --model ${modelId}` : ''}`;
+}
+
+/**
+ * Checks a task's splits (and, given one, its base model) against their manifests: every listed file present with
+ * its size and sha256. Throws AssetsNotPreparedError naming each problem and the `a2rl prepare` command to run.
+ */
+export function verifyAssets(taskId: string, home: string, modelId?: string): void {
+  const problems = folderProblems(assetsDir(home, taskId));
+  if (modelId !== undefined) problems.push(...folderProblems(modelAssetsDir(home, modelId)));
+  if (problems.length > 0) throw new AssetsNotPreparedError(taskId, problems, prepareCommandFor(taskId, home, modelId));
+}
+
+function folderProblems(folder: string): string[] {
+  const manifestPath = join(folder, 'manifest.json');
+  if (!existsSync(manifestPath)) return [`${manifestPath} is missing`];
+  let manifest: Partial<Manifest> | null;
+  try {
+    manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as Partial<Manifest> | null;
+  } catch {
+    return [`${manifestPath} is not valid JSON`];
+  }
+  if (typeof manifest?.files !== 'object' || manifest.files === null) return [`${manifestPath} is not a manifest that a2rl prepare wrote`];
+  if (manifest.builder_version !== assetsBuilderVersion) {
+    return [`${manifestPath} was written by builder version ${manifest.builder_version}, this is ${assetsBuilderVersion}`];
+  }
+  const problems: string[] = [];
+  for (const [name, want] of Object.entries(manifest.files)) {
+    const path = join(folder, name);
+    if (!existsSync(path) || !statSync(path).isFile()) problems.push(`${path} is missing`);
+    else if (statSync(path).size !== want.bytes || fileSha256(path) !== want.sha256)
+      problems.push(`${path} has changed (its sha256 is not the manifest's)`);
+  }
+  return problems;
+}
+
+/** Read in blocks: model weights are larger than one Buffer may be. */
+function fileSha256(path: string): string {
+  const hash = createHash('sha256');
+  const block = Buffer.alloc(1 << 20);
+  const fd = openSync(path, 'r');
+  try {
+    for (let n = readSync(fd, block); n > 0; n = readSync(fd, block)) hash.update(block.subarray(0, n));
+  } finally {
+    closeSync(fd);
+  }
+  return hash.digest('hex');
+}

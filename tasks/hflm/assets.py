@@ -1,0 +1,390 @@
+"""The full tier's assets: each task's splits and its base model, built under $A2RL_HOME with a sha256 manifest.
+
+    PYTHONPATH=tasks .venv-full/bin/python -m hflm.assets prepare gsm8k --home ~/.a2rl [--model ID] [--from DIR]
+    PYTHONPATH=tasks .venv-full/bin/python -m hflm.assets verify gsm8k --home ~/.a2rl [--model ID]
+
+What `prepare` writes (`a2rl prepare` runs it):
+    <home>/assets/<task>/data/train.jsonl      visible: what the agent's workspace gets
+    <home>/assets/<task>/eval/public.jsonl     hidden: the public (feedback) half of the evaluation set
+    <home>/assets/<task>/eval/private.jsonl    hidden: the private (final) half
+    <home>/assets/<task>/manifest.json         sha256 and bytes of each file above, the sources, the builder version
+    <home>/models/<org>--<name>/               the base model (safetensors only) and its own manifest.json
+
+The sources are read from a snapshot folder, the dataset and model repos' own files:
+    <snapshot>/datasets/<repo id>/<the repo's files>   e.g. datasets/openai/gsm8k/main/train-00000-of-00001.parquet
+    <snapshot>/models/<model id>/<the repo's files>    e.g. models/Qwen/Qwen2.5-1.5B-Instruct/config.json
+With hub access, `prepare` fills <home>/hub-snapshot/ in that layout with huggingface_hub.snapshot_download
+(only the files each source names) and builds from it; without, `--from DIR` builds from a folder in that
+layout made elsewhere (for example by copying a hub host's <home>/hub-snapshot/). Both paths share every
+step after the download, so the tests, which cannot reach a hub, run all of them on fixture data.
+
+Evaluation halves: the hidden rows are ranked by sha256 of their id (`Source.id_column`: gsm8k's question,
+humaneval's task_id, alpaca_eval's instruction; ties by source position); even ranks are public, odd ranks
+private, each half kept in source order. The rule needs no list of indices and does not depend on row order.
+
+Every check runs before anything is written, and the task folder is replaced by a rename, so a refused
+prepare leaves an earlier build as it was.
+"""
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from hflm.model_dir import ModelFolderError, check_model_dir
+
+# Raise when the splits, the files' format or the manifest change: a manifest names the builder that wrote it.
+BUILDER_VERSION = 1
+HUMANEVAL_VISIBLE = 82  # the reference's cut: [:82] visible, [82:] hidden
+ALPACA_VISIBLE = 2000  # the reference's alpaca train[:2000]
+MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Model files a snapshot takes: weights as safetensors, config and tokenizer; pickles never (see model_dir).
+MODEL_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja"]
+
+
+class AssetsError(ValueError):
+    """A request that cannot be prepared or verified; the message says what to do instead."""
+
+
+@dataclass(frozen=True)
+class Source:
+    repo_id: str  # the Hugging Face dataset repo
+    config: str  # its dataset config, as the reference loads it
+    split: str
+    pattern: str  # the repo's files holding the split (glob, relative to the repo)
+    columns: tuple  # what each row must have; rows are written with exactly these, in this order
+    id_column: str  # what identifies an item (the public/private rule hashes it)
+
+
+@dataclass(frozen=True)
+class TaskAssets:
+    visible: Source
+    hidden: Source
+    default_model: str
+    visible_rows: slice  # of the visible source's rows
+    hidden_rows: slice  # of the hidden source's rows
+
+
+GSM8K_COLUMNS = ("question", "answer")
+HUMANEVAL_COLUMNS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
+HUMANEVAL = Source("openai/openai_humaneval", "openai_humaneval", "test", "openai_humaneval/test-*.parquet", HUMANEVAL_COLUMNS, "task_id")
+
+TASKS = {
+    "gsm8k": TaskAssets(
+        visible=Source("openai/gsm8k", "main", "train", "main/train-*.parquet", GSM8K_COLUMNS, "question"),
+        hidden=Source("openai/gsm8k", "main", "test", "main/test-*.parquet", GSM8K_COLUMNS, "question"),
+        default_model="Qwen/Qwen2.5-1.5B-Instruct",
+        visible_rows=slice(None),
+        hidden_rows=slice(None),
+    ),
+    "humaneval": TaskAssets(
+        visible=HUMANEVAL,
+        hidden=HUMANEVAL,
+        default_model="Qwen/Qwen2.5-1.5B-Instruct",
+        visible_rows=slice(None, HUMANEVAL_VISIBLE),
+        hidden_rows=slice(HUMANEVAL_VISIBLE, None),
+    ),
+    "alpacaeval": TaskAssets(
+        visible=Source("tatsu-lab/alpaca", "default", "train", "data/train-*.parquet", ("instruction", "input", "output"), "instruction"),
+        # Its outputs are the reference the judge compares the model's against, as in the reference harness.
+        hidden=Source(
+            "tatsu-lab/alpaca_eval", "alpaca_eval_gpt4_baseline", "eval", "alpaca_eval_gpt4_baseline.json",
+            ("instruction", "output", "generator", "dataset"), "instruction",
+        ),
+        default_model="Qwen/Qwen2.5-1.5B-Instruct",
+        visible_rows=slice(None, ALPACA_VISIBLE),
+        hidden_rows=slice(None),
+    ),
+}
+
+
+def task_assets(task):
+    if task not in TASKS:
+        raise AssetsError(f"no full-tier task {task!r}: prepare one of {', '.join(TASKS)}")
+    return TASKS[task]
+
+
+def check_model_id(model_id):
+    if not MODEL_ID.match(model_id) or ".." in model_id:
+        raise AssetsError(f"{model_id!r} is not a Hugging Face model id: give it as <org>/<name>, e.g. Qwen/Qwen2.5-1.5B-Instruct")
+    return model_id
+
+
+def model_folder(home, model_id):
+    return os.path.join(home, "models", check_model_id(model_id).replace("/", "--"))
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_entry(path):
+    return {"sha256": sha256_file(path), "bytes": os.path.getsize(path)}
+
+
+# --- reading a snapshot ---------------------------------------------------------------------------
+
+
+def source_files(snapshot, source):
+    repo_dir = os.path.join(snapshot, "datasets", source.repo_id)
+    files = sorted(glob.glob(os.path.join(repo_dir, source.pattern)))
+    if not files:
+        raise AssetsError(
+            f"{repo_dir} has no {source.pattern}: the snapshot must hold the dataset repo's own files "
+            f"(hf download {source.repo_id} --repo-type dataset --local-dir {repo_dir})"
+        )
+    return files
+
+
+def read_rows(path):
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.read_table(path).to_pylist()
+        except Exception as e:  # pyarrow raises several types for a damaged file
+            raise AssetsError(f"{path} is not a readable parquet file ({e}): download it again") from None
+    try:
+        with open(path, encoding="utf-8") as f:
+            rows = json.load(f)
+    except ValueError as e:
+        raise AssetsError(f"{path} is not valid JSON ({e}): download it again") from None
+    if not isinstance(rows, list):
+        raise AssetsError(f"{path} holds no list of rows: download it again")
+    return rows
+
+
+def load_source(snapshot, source):
+    """The source's rows in repo order (files in name order, as the hub's shards are numbered), checked against its columns."""
+    files = source_files(snapshot, source)
+    rows = []
+    for path in files:
+        for i, row in enumerate(read_rows(path)):
+            missing = [c for c in source.columns if not isinstance(row, dict) or not isinstance(row.get(c), str)]
+            if missing:
+                raise AssetsError(
+                    f"{path}: row {i} lacks the text column(s) {', '.join(missing)} of {source.repo_id}; "
+                    f"each row needs {', '.join(source.columns)}: is this the right repo's file?"
+                )
+            rows.append({c: row[c] for c in source.columns})
+    repo_dir = os.path.join(snapshot, "datasets", source.repo_id)
+    return rows, {os.path.relpath(p, repo_dir): file_entry(p) for p in files}
+
+
+def split_public_private(rows, id_column):
+    ranked = sorted(range(len(rows)), key=lambda i: (hashlib.sha256(rows[i][id_column].encode("utf-8")).hexdigest(), i))
+    public = {i for rank, i in enumerate(ranked) if rank % 2 == 0}
+    return [r for i, r in enumerate(rows) if i in public], [r for i, r in enumerate(rows) if i not in public]
+
+
+def write_jsonl(path, rows):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def replace_folder(build_dir, dest):
+    """Puts a finished build in place: the old folder goes only once the new one is whole."""
+    old = dest + ".old"
+    shutil.rmtree(old, ignore_errors=True)
+    if os.path.exists(dest):
+        os.rename(dest, old)
+    os.rename(build_dir, dest)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# --- building -------------------------------------------------------------------------------------
+
+
+def build_splits(task, snapshot, home, revisions=None):
+    """Builds <home>/assets/<task>/ from a snapshot folder; returns the manifest. `revisions`: repo id -> commit, when downloaded."""
+    spec = task_assets(task)
+    visible, visible_files = load_source(snapshot, spec.visible)
+    hidden, hidden_files = (visible, visible_files) if spec.hidden == spec.visible else load_source(snapshot, spec.hidden)
+    visible, hidden = visible[spec.visible_rows], hidden[spec.hidden_rows]
+    if not visible or not hidden:
+        raise AssetsError(f"{snapshot}: {task}'s sources leave an empty split ({len(visible)} visible, "
+                          f"{len(hidden)} hidden rows): the snapshot is incomplete; download the repos' files again")
+    public, private = split_public_private(hidden, spec.hidden.id_column)
+
+    dest = os.path.join(home, "assets", task)
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    build_dir = tempfile.mkdtemp(prefix=f".{task}.building-", dir=os.path.dirname(dest))
+    try:
+        outputs = {"data/train.jsonl": visible, "eval/public.jsonl": public, "eval/private.jsonl": private}
+        files = {}
+        for name, rows in outputs.items():
+            write_jsonl(os.path.join(build_dir, name), rows)
+            files[name] = {**file_entry(os.path.join(build_dir, name)), "rows": len(rows)}
+        sources = [
+            {"role": role, "repo_id": s.repo_id, "config": s.config, "split": s.split,
+             "revision": (revisions or {}).get(s.repo_id), "files": found}
+            for role, s, found in (("visible", spec.visible, visible_files), ("hidden", spec.hidden, hidden_files))
+        ]
+        manifest = {
+            "task": task, "builder_version": BUILDER_VERSION, "files": files, "sources": sources,
+            "public_private_rule": f"hidden rows ranked by sha256 of {spec.hidden.id_column} (ties by position): "
+                                   "even ranks public, odd private",
+        }
+        with open(os.path.join(build_dir, "manifest.json"), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+        replace_folder(build_dir, dest)
+    except BaseException:
+        shutil.rmtree(build_dir, ignore_errors=True)
+        raise
+    return manifest
+
+
+def checked_model_source(snapshot, model_id):
+    """<snapshot>/models/<model_id>, once it is a loadable model folder: safetensors, no pickles, no remote code."""
+    source = os.path.join(snapshot, "models", model_id)
+    if not os.path.isdir(source):
+        raise AssetsError(f"{source} does not exist: the snapshot must hold the model repo's files "
+                          f"(hf download {model_id} --local-dir {source})")
+    try:
+        check_model_dir(source)
+    except ModelFolderError as e:
+        raise AssetsError(f"model {model_id}: {e}") from None
+    return source
+
+
+def import_model(model_id, source, home, revision=None):
+    """Copies a checked model folder into <home>/models/<org>--<name>/ with a manifest; returns that folder."""
+    dest = model_folder(home, model_id)
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    build_dir = tempfile.mkdtemp(prefix=".building-", dir=os.path.dirname(dest))
+    try:
+        files = {}
+        for name in sorted(os.listdir(source)):
+            path = os.path.join(source, name)
+            if os.path.isfile(path) and not name.startswith(".") and name != "manifest.json":
+                shutil.copyfile(path, os.path.join(build_dir, name))
+                files[name] = file_entry(os.path.join(build_dir, name))
+        manifest = {"model": model_id, "revision": revision, "builder_version": BUILDER_VERSION, "files": files}
+        with open(os.path.join(build_dir, "manifest.json"), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2)
+            f.write("\n")
+        replace_folder(build_dir, dest)
+    except BaseException:
+        shutil.rmtree(build_dir, ignore_errors=True)
+        raise
+    return dest
+
+
+def download(task, model_id, snapshot):
+    """Fills `snapshot` (the --from layout) from the hub; returns repo id -> commit. Needs hub access, so no test runs it."""
+    from huggingface_hub import HfApi, snapshot_download
+
+    api, revisions = HfApi(), {}
+    spec = task_assets(task)
+    patterns = {}
+    for source in (spec.visible, spec.hidden):
+        patterns.setdefault(source.repo_id, set()).add(source.pattern)
+    for repo_id, repo_patterns in patterns.items():
+        revisions[repo_id] = api.dataset_info(repo_id).sha  # pinned, so the files all come from one commit
+        snapshot_download(repo_id, repo_type="dataset", revision=revisions[repo_id], allow_patterns=sorted(repo_patterns),
+                          local_dir=os.path.join(snapshot, "datasets", repo_id))
+    revisions[model_id] = api.model_info(model_id).sha
+    snapshot_download(model_id, revision=revisions[model_id], allow_patterns=MODEL_PATTERNS,
+                      local_dir=os.path.join(snapshot, "models", model_id))
+    return revisions
+
+
+def prepare(task, home, model_id=None, from_dir=None):
+    """Builds a task's splits and its base model under `home`; returns what was written (paths)."""
+    spec = task_assets(task)
+    model_id = check_model_id(model_id or spec.default_model)
+    if from_dir is not None and not os.path.isdir(from_dir):
+        raise AssetsError(f"--from {from_dir}: no such folder; give a snapshot folder holding datasets/<repo id>/ "
+                          "and models/<model id>/")
+    snapshot, revisions = from_dir, {}
+    if from_dir is None:
+        snapshot = os.path.join(home, "hub-snapshot")
+        try:
+            revisions = download(task, model_id, snapshot)
+        except Exception as e:  # the hub's many failure types (no network, unknown repo, gated model) all end here
+            raise AssetsError(
+                f"downloading {task}'s sources or {model_id} from the Hugging Face hub failed ({type(e).__name__}: {e}); "
+                "on a host without hub access, prepare from a snapshot folder instead: --from DIR"
+            ) from None
+    model_source = checked_model_source(snapshot, model_id)  # first: a refused model leaves the task's assets untouched too
+    build_splits(task, snapshot, home, revisions)
+    model_dir = import_model(model_id, model_source, home, revisions.get(model_id))
+    return [os.path.join(home, "assets", task), model_dir]
+
+
+# --- verifying ------------------------------------------------------------------------------------
+
+
+def verify_folder(folder):
+    """Problems with a folder written with a manifest.json: [] when every listed file is there, unchanged."""
+    manifest_path = os.path.join(folder, "manifest.json")
+    try:
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except FileNotFoundError:
+        return [f"{manifest_path} is missing"]
+    except ValueError:
+        return [f"{manifest_path} is not valid JSON"]
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        return [f"{manifest_path} is not a manifest that a2rl prepare wrote"]
+    if manifest.get("builder_version") != BUILDER_VERSION:
+        return [f"{manifest_path} was written by builder version {manifest.get('builder_version')}, this is {BUILDER_VERSION}"]
+    problems = []
+    for name, want in manifest["files"].items():
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            problems.append(f"{path} is missing")
+        elif os.path.getsize(path) != want["bytes"] or sha256_file(path) != want["sha256"]:
+            problems.append(f"{path} has changed (its sha256 is not the manifest's)")
+    return problems
+
+
+def verify(task, home, model_id=None):
+    task_assets(task)
+    problems = verify_folder(os.path.join(home, "assets", task))
+    if model_id is not None:
+        problems += verify_folder(model_folder(home, model_id))
+    return problems
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m hflm.assets", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["prepare", "verify"])
+    parser.add_argument("task")
+    parser.add_argument("--home", required=True, help="the a2rl home ($A2RL_HOME)")
+    parser.add_argument("--model", help="the base model's Hugging Face id (default: the task's)")
+    parser.add_argument("--from", dest="from_dir",
+                        help="a snapshot folder (datasets/<repo id>/, models/<model id>/) instead of the hub")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "prepare":
+            from_dir = args.from_dir and os.path.abspath(args.from_dir)
+            for path in prepare(args.task, os.path.abspath(args.home), args.model, from_dir):
+                with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
+                    for name, entry in json.load(f)["files"].items():
+                        print(f"{os.path.join(path, name)}\t{entry['bytes']} bytes\tsha256 {entry['sha256']}")
+            return 0
+        problems = verify(args.task, os.path.abspath(args.home), args.model)
+    except AssetsError as e:
+        print(f"hflm.assets: {e}", file=sys.stderr)
+        return 2
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
