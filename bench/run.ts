@@ -716,7 +716,7 @@ const sections: Record<string, () => Promise<unknown>> = {
   sandbox_start_exec_true_slurm: () => onLocalSlurm(() => sandboxStart(new SlurmBackend(benchOwner, { sharedRoot: tmpdir() }), 50)),
   slurm_many_runs: () => onLocalSlurm(() => slurmLoad(home, 32, 60)),
   grading_throughput: async () =>
-    Object.fromEntries(await sequential(listTaskIds(), async (id) => [id, await gradingThroughput(home, id)] as const)),
+    Object.fromEntries(await sequential(listTaskIds('micro'), async (id) => [id, await gradingThroughput(home, id)] as const)),
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),
   mcp_over_http: () => httpServing(home, 128, 15),
   many_files_workspace: () => manyFilesWorkspace(home, 150_000, 500),
@@ -724,7 +724,7 @@ const sections: Record<string, () => Promise<unknown>> = {
   decoding: async () => decodingSpeed(),
   interactive_env_and_rollouts: async () =>
     Object.fromEntries(
-      listTaskIds()
+      listTaskIds('micro')
         .filter((id) => getTask(id).level === 3)
         .map((id) => [id, interactiveTaskSpeed(id)] as const),
     ),

@@ -3,7 +3,7 @@
 //   node scripts/task-table.mjs            rewrite the table (npm run tasks:table)
 //   node scripts/task-table.mjs --check    exit 1, naming the command, when README.md's table is not what task.json says
 //   --root DIR                             the repository to read (default: this one); README.md and tasks/ are under it
-// A row per folder of tasks/ holding a task.json (as the server's listTaskIds finds them), ordered by level, then id:
+// A row per folder of tasks/ holding a micro-tier task.json (as the server's listTaskIds('micro') finds them), ordered by level, then id:
 // id, level and summary, paperTask, figures.baseline (public / private, with the metric), and each route's oracle
 // (oracles[].measured: SFT on the training answers, reward-only from the task's reward alone; "none" where a task has none),
 // with what one demo of it used (oracles[].compute: CPU-seconds, wall time, rollout episodes).
@@ -35,7 +35,11 @@ function readTasks(tasksDir) {
     .filter((entry) => entry.isDirectory() && existsSync(join(tasksDir, entry.name, 'task.json')))
     .map((entry) => {
       const file = join(tasksDir, entry.name, 'task.json');
-      const task = JSON.parse(readFileSync(file, 'utf8'));
+      return { file, task: JSON.parse(readFileSync(file, 'utf8')) };
+    })
+    // The table shows the micro tier's figures; full-tier tasks have no shipped baseline or oracle figures yet (issue 17).
+    .filter(({ task }) => task.tier !== 'full')
+    .map(({ file, task }) => {
       const missing = ['id', 'level', 'summary', 'paperTask', 'metric', 'figures'].filter((key) => task[key] === undefined);
       const baseline = task.figures?.baseline ?? {};
       if (typeof baseline.public !== 'number' || typeof baseline.private !== 'number') missing.push('figures.baseline.public/private');

@@ -69,8 +69,16 @@ REQUIRED = (
 
 
 def task_dirs():
-    """Every task folder: the folders of tasks/ holding a task.json, as the server's listTaskIds finds them."""
-    return sorted(os.path.dirname(p) for p in glob.glob(os.path.join(TASKS, "*", "task.json")))
+    """Every micro task folder: the folders of tasks/ holding a task.json of tier micro, as listTaskIds('micro') finds them.
+
+    Full-tier tasks (issue 17) keep another contract: their data and base model are prepared assets, their
+    grader runs in .venv-full; each has its own tests/.
+    """
+    def tier(path):
+        with open(path) as f:
+            return json.load(f).get("tier")
+
+    return [os.path.dirname(p) for p in sorted(glob.glob(os.path.join(TASKS, "*", "task.json"))) if tier(p) != "full"]
 
 
 def lookup(spec, dotted):

@@ -24,7 +24,7 @@ afterAll(async () => {
 });
 
 /** Every task's oracles: the SFT route where the training data holds answers, the reward-only route from rewards alone. */
-const oracles = listTaskIds().flatMap((taskId) => getTask(taskId).oracles.map(({ route }) => [taskId, route] as const));
+const oracles = listTaskIds('micro').flatMap((taskId) => getTask(taskId).oracles.map(({ route }) => [taskId, route] as const));
 
 describe('oracles end to end', () => {
   it.each(oracles)(

@@ -14,42 +14,58 @@ import { tasksRoot } from '../util/paths.js';
 export const oracleRoutes = ['sft', 'reward-only'] as const;
 export type OracleRoute = (typeof oracleRoutes)[number];
 
-const taskFileSchema = z.object({
+/** The task's grader: what the server runs in a grading sandbox, and what it does with the output. */
+const graderSchema = z.object({
+  /** A grader kind of src/grading/kinds/ (score, execute, judge): what the server does with the entry's output. */
+  kind: z.string(),
+  entry: z.string(),
+  version: z.string(),
+  timeoutSeconds: z.number().positive(),
+  cpus: z.number().positive(),
+  memoryMb: z.number().int().positive(),
+  /** kind judge: the rubric judge script in grader/. */
+  judge: z.string().optional(),
+  /** kind execute: limits of each program's run. */
+  execution: z
+    .object({
+      timeoutSeconds: z.number().positive(),
+      memoryMb: z.number().int().positive(),
+      pids: z.number().int().positive(),
+      concurrency: z.number().int().positive(),
+    })
+    .optional(),
+});
+
+/** What every task declares, whatever its tier. */
+const sharedFields = {
   id: z.string().regex(/^[a-z0-9-]+$/),
   title: z.string(),
   level: z.union([z.literal(1), z.literal(2), z.literal(3)]),
-  tier: z.enum(['micro', 'full']),
   paperTask: z.string(),
   grading: z.string(),
   /** What the 0–100 score measures, e.g. accuracy, pass@1, win rate. */
   metric: z.string(),
-  /** Python package shared by the micro tasks, relative to tasks/. */
+  /** Python package shared by the tier's tasks, relative to tasks/: microlm, hflm. */
   library: z.string(),
+  grader: graderSchema,
+  jobs: z.object({ cpus: z.number().positive(), memoryMb: z.number().int().positive(), pids: z.number().int().positive() }),
+  defaultBudget: z.string(),
+  instructions: z.string(),
+  /** What kind of task this is, after its level in the README's task table. */
+  summary: z.string(),
+  /** Points over the baseline (private half) a run must gain to count as a success on the leaderboard. */
+  successMargin: z.number().positive().default(10),
+};
+
+/** A micro task: everything in its folder (data, hidden eval, base model), CPU, minutes. */
+const microTaskFileSchema = z.object({
+  ...sharedFields,
+  tier: z.literal('micro'),
   /** Agent-visible Python package of this task: folder and import name. */
   env: z.object({ dir: z.string(), package: z.string().regex(/^[a-z_][a-z0-9_]*$/) }),
   baseModel: z.string(),
   trainData: z.string(),
   evalData: z.string(),
-  grader: z.object({
-    /** A grader kind of src/grading/kinds/ (score, execute, judge): what the server does with the entry's output. */
-    kind: z.string(),
-    entry: z.string(),
-    version: z.string(),
-    timeoutSeconds: z.number().positive(),
-    cpus: z.number().positive(),
-    memoryMb: z.number().int().positive(),
-    /** kind judge: the rubric judge script in grader/. */
-    judge: z.string().optional(),
-    /** kind execute: limits of each program's run. */
-    execution: z
-      .object({
-        timeoutSeconds: z.number().positive(),
-        memoryMb: z.number().int().positive(),
-        pids: z.number().int().positive(),
-        concurrency: z.number().int().positive(),
-      })
-      .optional(),
-  }),
   rollouts: z.object({
     /** Workspace path of the prompts `launch_rollouts` samples from. */
     data: z.string(),
@@ -61,9 +77,6 @@ const taskFileSchema = z.object({
     maxBytes: z.number().int().positive(),
     maxFiles: z.number().int().positive(),
   }),
-  jobs: z.object({ cpus: z.number().positive(), memoryMb: z.number().int().positive(), pids: z.number().int().positive() }),
-  defaultBudget: z.string(),
-  instructions: z.string(),
   /**
    * Scripted replays that must each beat the baseline by at least `minImprovement` points within the default budget,
    * one per route that solves the task: the first is the task's main oracle (what `a2rl demo` plays).
@@ -86,18 +99,75 @@ const taskFileSchema = z.object({
     )
     .min(1)
     .refine((oracles) => new Set(oracles.map((o) => o.route)).size === oracles.length, 'one oracle per route'),
-  /** What kind of task this is, after its level in the README's task table. */
-  summary: z.string(),
   /** The README table's figure: the base model's grade (public, private). */
   figures: z.object({ baseline: z.object({ public: z.number(), private: z.number() }) }),
-  /** Points over the baseline (private half) a run must gain to count as a success on the leaderboard. */
-  successMargin: z.number().positive().default(10),
 });
 
+/** A Hugging Face model id, <org>/<name>, as src/tasks/assets.ts and hflm.assets take it. */
+const hfModelId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/, 'a Hugging Face model id, <org>/<name>, e.g. Qwen/Qwen2.5-1.5B-Instruct')
+  .refine((id) => !id.includes('..'), 'a Hugging Face model id has no ".."');
+
+/**
+ * A full-tier task (issue 17): the paper's task on a Hugging Face model. Its splits and base model are not in the
+ * repository but prepared assets under the home (`a2rl prepare <id> [--model ID]`: assets/<id>/ with data/ visible and
+ * eval/ hidden, models/<org>--<name>/), checked against their manifests when a run starts. Strict, so that a micro
+ * field (trainData, model.pt, …) left in a full task is named rather than silently ignored.
+ */
+const fullTaskFileSchema = z
+  .object({
+    ...sharedFields,
+    tier: z.literal('full'),
+    /** The base model a run gets unless it names another with --model. */
+    defaultModel: hfModelId,
+    /** The Python environment graders and jobs run in, relative to the package root; built by scripts/setup.sh. */
+    runtime: z.literal('.venv-full'),
+    submission: z
+      .object({
+        /** A Hugging Face model folder: a full model (config, *.safetensors, tokenizer) or a PEFT LoRA adapter of the base. */
+        kind: z.literal('hf-model'),
+        maxFiles: z.number().int().positive(),
+      })
+      .strict(),
+  })
+  .strict();
+
+const taskFileSchema = z.discriminatedUnion('tier', [microTaskFileSchema, fullTaskFileSchema]);
+
+export const tiers = ['micro', 'full'] as const;
+export type Tier = (typeof tiers)[number];
+
 export type TaskFile = z.infer<typeof taskFileSchema>;
+export type MicroTaskFile = z.infer<typeof microTaskFileSchema>;
+export type FullTaskFile = z.infer<typeof fullTaskFileSchema>;
+
+/**
+ * A task folder's task.json, validated. Every problem is named with its field path, so the message says what to fix;
+ * a missing or unknown tier is named first, since it decides which fields the file needs.
+ */
+export function readTaskFile(dir: string): TaskFile {
+  const path = join(dir, 'task.json');
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new A2rlError('INVALID_INPUT', `${path} is not readable JSON (${(error as Error).message}); fix the file.`);
+  }
+  const tier = (json as { tier?: unknown } | null)?.tier;
+  if (!tiers.includes(tier as Tier)) {
+    throw new A2rlError('INVALID_INPUT', `${path}: "tier" is ${JSON.stringify(tier)}; give one of ${tiers.map((t) => `"${t}"`).join(', ')}.`);
+  }
+  const parsed = taskFileSchema.safeParse(json);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(top level)'}: ${issue.message}`);
+    throw new A2rlError('INVALID_INPUT', `${path} is not a valid ${String(tier)}-tier task: ${problems.join('; ')}.`);
+  }
+  return parsed.data;
+}
 
 /** A task as the server uses it: its declaration plus absolute paths and content hashes. */
-export interface Task extends TaskFile {
+export interface Task extends MicroTaskFile {
   dir: string;
   paths: {
     library: string;
@@ -118,8 +188,18 @@ export interface Task extends TaskFile {
 
 const emptyLimits: BudgetLimits = { wallSeconds: 0, computeSeconds: 0, submissions: 0, rolloutEpisodes: 0 };
 
+/**
+ * Loads a micro task for serving. A full-tier task is refused: its runs are not served yet (issue 17); its declaration
+ * is read with readTaskFile and its assets built with a2rl prepare.
+ */
 export function loadTask(dir: string): Task {
-  const file = taskFileSchema.parse(JSON.parse(readFileSync(join(dir, 'task.json'), 'utf8')));
+  const file = readTaskFile(dir);
+  if (file.tier === 'full') {
+    throw new A2rlError(
+      'UNAVAILABLE',
+      `${file.id} is a full-tier task, and serving full-tier runs is not wired yet (issue 17); serve a micro task (a2rl tasks lists them). Its assets are built with a2rl prepare ${file.id}.`,
+    );
+  }
   const paths = {
     library: join(tasksRoot, file.library),
     env: join(dir, file.env.dir),
@@ -150,11 +230,12 @@ export function loadTask(dir: string): Task {
   };
 }
 
-/** The tasks shipped in tasks/: every folder holding a task.json. */
-export function listTaskIds(): string[] {
+/** The tasks shipped in tasks/: every folder holding a task.json, or only those of one tier. */
+export function listTaskIds(tier?: Tier): string[] {
   return readdirSync(tasksRoot, { withFileTypes: true })
     .filter((entry) => entry.isDirectory() && existsSync(join(tasksRoot, entry.name, 'task.json')))
     .map((entry) => entry.name)
+    .filter((id) => tier === undefined || readTaskFile(join(tasksRoot, id)).tier === tier)
     .sort();
 }
 
