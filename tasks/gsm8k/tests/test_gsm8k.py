@@ -1,0 +1,104 @@
+"""Tests of the gsm8k task's grader on prepared fixture assets (hflm's fixture hub and tiny model).
+
+    .venv-full/bin/python tasks/gsm8k/tests/test_gsm8k.py
+
+The grader runs as the server runs it: a fresh .venv-full Python with PYTHONPATH holding hflm only.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TASK = os.path.dirname(HERE)
+TASKS = os.path.dirname(TASK)
+sys.path.insert(0, TASKS)  # for hflm
+sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for fixture_hub
+
+import fixture_hub  # noqa: E402
+from hflm import assets  # noqa: E402
+
+GRADER = os.path.join(TASK, "grader", "grade.py")
+HOME = HUB = None  # prepared once for the module (the tiny model takes about 2 s)
+
+
+def setUpModule():
+    global HOME, HUB
+    HUB = fixture_hub.write(tempfile.mkdtemp(prefix="gsm8k-hub-"))
+    HOME = tempfile.mkdtemp(prefix="gsm8k-home-")
+    assets.prepare("gsm8k", HOME, fixture_hub.FIXTURE_MODEL, HUB)
+
+
+def tearDownModule():
+    shutil.rmtree(HUB, ignore_errors=True)
+    shutil.rmtree(HOME, ignore_errors=True)
+
+
+def base_dir():
+    return os.path.join(HOME, "models", fixture_hub.FIXTURE_MODEL.replace("/", "--"))
+
+
+def grade(checkpoint, out_dir):
+    """Runs the grader on checkpoint as the server would; returns the finished process."""
+    out = os.path.join(out_dir, "result.json")
+    return subprocess.run(
+        [sys.executable, GRADER, "--checkpoint", checkpoint, "--base", base_dir(), "--base-id", fixture_hub.FIXTURE_MODEL,
+         "--eval-dir", os.path.join(HOME, "assets", "gsm8k", "eval"), "--out", out],
+        env={**os.environ, "PYTHONPATH": TASKS}, capture_output=True, text=True, timeout=600,
+    )
+
+
+class GraderTest(unittest.TestCase):
+    def scratch(self):
+        path = tempfile.mkdtemp(prefix="gsm8k-grade-")
+        self.addCleanup(shutil.rmtree, path, ignore_errors=True)
+        return path
+
+    def test_grades_the_base_model_in_the_form_the_server_reads_deterministically(self):
+        results = []
+        for _ in range(2):
+            out_dir = self.scratch()
+            done = grade(base_dir(), out_dir)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            with open(os.path.join(out_dir, "result.json")) as f:
+                results.append(json.load(f))
+        result = results[0]
+        self.assertEqual(results[0], results[1])
+        self.assertEqual(result["grader_version"], "gsm8k-grader-1")
+        totals = [result[split]["total"] for split in ("public", "private")]
+        self.assertEqual(sum(totals), fixture_hub.COUNTS["gsm8k_test"])
+        for split in ("public", "private"):
+            self.assertTrue(0 <= result[split]["score"] <= 100)
+            self.assertEqual(result[split]["score"], round(100 * result[split]["correct"] / result[split]["total"], 2))
+        whole = result["private"]
+        self.assertEqual(whole["whole_total"], sum(totals))
+        self.assertEqual(whole["whole_correct"], result["public"]["correct"] + result["private"]["correct"])
+        self.assertNotIn("whole_score", result["public"])  # with the public score it would give the private one away
+
+    def test_refuses_pickled_weights_with_what_to_do_and_writes_no_score(self):
+        submitted = self.scratch()
+        for name in ("config.json",):
+            shutil.copyfile(os.path.join(base_dir(), name), os.path.join(submitted, name))
+        with open(os.path.join(submitted, "pytorch_model.bin"), "wb") as f:
+            f.write(b"not really a pickle")
+        out_dir = self.scratch()
+        done = grade(submitted, out_dir)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("invalid checkpoint: [pickled_weights]", done.stderr)
+        self.assertIn("safe_serialization=True", done.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out_dir, "result.json")))
+
+
+class DeclarationTest(unittest.TestCase):
+    def test_task_json_default_model_is_the_one_a2rl_prepare_builds(self):
+        with open(os.path.join(TASK, "task.json")) as f:
+            declared = json.load(f)
+        self.assertEqual(declared["defaultModel"], assets.TASKS["gsm8k"].default_model)
+
+
+if __name__ == "__main__":
+    unittest.main()
