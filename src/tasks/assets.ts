@@ -37,6 +37,12 @@ function assetsDir(home: string, taskId: string): string {
   return join(home, 'assets', taskId);
 }
 
+/** Where `a2rl prepare` puts a task's splits (data/ visible, eval/ hidden) and a base model under the home. */
+export function preparedAssetPaths(taskId: string, home: string, modelId: string): { data: string; eval: string; model: string } {
+  const dir = assetsDir(home, taskId);
+  return { data: join(dir, 'data'), eval: join(dir, 'eval'), model: modelAssetsDir(home, modelId) };
+}
+
 function modelAssetsDir(home: string, modelId: string): string {
   if (!modelIdPattern.test(modelId) || modelId.includes('..')) {
     throw new A2rlError(

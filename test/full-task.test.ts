@@ -1,0 +1,87 @@
+import { spawnSync } from 'node:child_process';
+import { readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AssetsNotPreparedError } from '../src/tasks/assets.js';
+import { fullTierRuntime, fullTierRuntimeTarget, resolveFullTask } from '../src/tasks/full-task.js';
+import { cliEntry, packageRoot } from '../src/util/paths.js';
+import { fixtureModelId, writeFixtureHub } from './helpers/fixture-hub.js';
+import { defaultLimits, makeSandbox, run, tempDir } from './helpers/sandbox.js';
+
+// A full-tier task resolved for a run: its prepared assets checked, its paths, and its runtime in a real sandbox.
+describe('full-tier task: assets and runtime for a run', () => {
+  let hub: string;
+  let home: string;
+
+  beforeAll(() => {
+    hub = writeFixtureHub();
+    home = tempDir('home');
+  });
+  afterAll(() => {
+    rmSync(hub, { recursive: true, force: true });
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  it('refuses before the assets are prepared, naming the a2rl prepare command', () => {
+    try {
+      resolveFullTask('gsm8k', home, fixtureModelId);
+      expect.unreachable('resolveFullTask accepted missing assets');
+    } catch (error) {
+      expect(error).toBeInstanceOf(AssetsNotPreparedError);
+      expect((error as AssetsNotPreparedError).prepareCommand).toBe(`a2rl --home ${home} prepare gsm8k --model ${fixtureModelId}`);
+    }
+    // Without --model, the task's default model is the one checked and named.
+    expect(() => resolveFullTask('gsm8k', home)).toThrow(`prepare gsm8k --model Qwen/Qwen2.5-1.5B-Instruct`);
+  });
+
+  it('refuses what is not a full-tier task or not a model id, saying what to give', () => {
+    expect(() => resolveFullTask('micro-gsm8k', home)).toThrow(/micro-gsm8k is a micro-tier task/);
+    expect(() => resolveFullTask('gsm9k', home)).toThrow(/No task "gsm9k"/);
+    expect(() => resolveFullTask('gsm8k', home, '../etc')).toThrow(/is not a Hugging Face model id/);
+  });
+
+  it('once prepared: the visible split, the hidden halves apart, the base model, the runtime', () => {
+    const prepared = spawnSync('node', [cliEntry, '--home', home, 'prepare', 'gsm8k', '--from', hub, '--model', fixtureModelId], {
+      encoding: 'utf8',
+    });
+    expect(prepared.status, prepared.stderr).toBe(0);
+    const task = resolveFullTask('gsm8k', home, fixtureModelId);
+    expect(task.modelId).toBe(fixtureModelId);
+    expect(readdirSync(task.paths.trainData)).toEqual(['train.jsonl']);
+    expect(readdirSync(task.paths.evalData).sort()).toEqual(['private.jsonl', 'public.jsonl']);
+    expect(task.paths.baseModel).toBe(join(home, 'models', 'a2rl-fixture--tiny-qwen2'));
+    expect(task.paths.runtime).toBe(join(packageRoot, '.venv-full'));
+  });
+
+  it('the runtime mounts read-only in a sandbox: the pinned packages and hflm import, the submission check runs', async () => {
+    const task = resolveFullTask('gsm8k', home, fixtureModelId);
+    const runtime = fullTierRuntime(task);
+    const { sandbox, workspace } = await makeSandbox({
+      mounts: [
+        ...runtime.mounts,
+        { source: task.paths.library, target: '/opt/a2rl/lib/hflm', readOnly: true },
+        { source: task.paths.baseModel, target: '/opt/a2rl/base', readOnly: true },
+      ],
+      // As a run's sandbox hides them: the store (and so the hidden halves) and the package root.
+      hidden: [home, packageRoot],
+      env: { ...runtime.env, PYTHONPATH: '/opt/a2rl/lib' },
+    });
+    try {
+      const imports = await run(
+        sandbox,
+        'python3 -c "import sys, torch, transformers, peft, trl, hflm; print(sys.prefix)" && ' +
+          'python3 -m hflm.submission check /opt/a2rl/base --base /opt/a2rl/base',
+        { ...defaultLimits, memoryBytes: 2 * 2 ** 30 },
+      );
+      expect(imports.exitCode, imports.output).toBe(0);
+      expect(imports.output).toContain(`${fullTierRuntimeTarget}\n`);
+      expect(imports.output).toMatch(/\{"ok": true, "kind": "full"/);
+      const write = await run(sandbox, `touch ${fullTierRuntimeTarget}/x 2>&1; ls ${home} 2>&1; ls ${task.paths.evalData} 2>&1; true`);
+      expect(write.output).toMatch(/Read-only file system/);
+      expect(write.output).not.toContain('public.jsonl');
+    } finally {
+      await sandbox.destroy();
+      rmSync(workspace, { recursive: true, force: true });
+    }
+  });
+});
