@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AssetsNotPreparedError } from '../src/tasks/assets.js';
@@ -34,6 +34,28 @@ describe('full-tier task: assets and runtime for a run', () => {
     expect(() => resolveFullTask('gsm8k', home)).toThrow(`prepare gsm8k --model Qwen/Qwen2.5-1.5B-Instruct`);
   });
 
+  it('a run of it is refused before anything is written, naming the a2rl prepare command (serve over stdio, runs create)', () => {
+    const serve = spawnSync('node', [cliEntry, '--home', home, 'serve', '--task', 'gsm8k', '--base-model', fixtureModelId], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(serve.status).toBe(1);
+    expect(serve.stderr).toContain(`Run: a2rl --home ${home} prepare gsm8k --model ${fixtureModelId} (add --from DIR`);
+    const create = spawnSync('node', [cliEntry, '--home', home, 'runs', 'create', '--task', 'gsm8k'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(create.status).toBe(1);
+    expect(create.stderr).toContain(`prepare gsm8k --model Qwen/Qwen2.5-1.5B-Instruct`);
+    const micro = spawnSync('node', [cliEntry, '--home', home, 'runs', 'create', '--task', 'micro-gsm8k', '--base-model', 'a/b'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(micro.status).toBe(1);
+    expect(micro.stderr).toContain('micro-gsm8k is a micro-tier task and ships its own base model; drop --base-model.');
+    expect(existsSync(join(home, 'runs')), 'a refused run leaves no run folder').toBe(false);
+  });
+
   it('refuses what is not a full-tier task or not a model id, saying what to give', () => {
     expect(() => resolveFullTask('micro-gsm8k', home)).toThrow(/micro-gsm8k is a micro-tier task/);
     expect(() => resolveFullTask('gsm9k', home)).toThrow(/No task "gsm9k"/);
@@ -51,6 +73,13 @@ describe('full-tier task: assets and runtime for a run', () => {
     expect(readdirSync(task.paths.evalData).sort()).toEqual(['private.jsonl', 'public.jsonl']);
     expect(task.paths.baseModel).toBe(join(home, 'models', 'a2rl-fixture--tiny-qwen2'));
     expect(task.paths.runtime).toBe(join(packageRoot, '.venv-full'));
+    // With its assets in place, a run of it is refused for what is still missing: serving full-tier runs.
+    const serve = spawnSync('node', [cliEntry, '--home', home, 'serve', '--task', 'gsm8k', '--base-model', fixtureModelId], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(serve.status).toBe(1);
+    expect(serve.stderr).toContain('gsm8k is a full-tier task, and serving full-tier runs is not wired yet');
   });
 
   it('the runtime mounts read-only in a sandbox: the pinned packages and hflm import, the submission check runs', async () => {

@@ -47,7 +47,9 @@ describe('task.json: one schema per tier', () => {
       }
       return 'accepted';
     };
-    expect(error({ ...gsm8k(), defaultModel: 'qwen' })).toMatch(/not a valid full-tier task: defaultModel: a Hugging Face model id, <org>\/<name>/);
+    expect(error({ ...gsm8k(), defaultModel: 'qwen' })).toMatch(
+      /not a valid full-tier task: defaultModel: a Hugging Face model id, <org>\/<name>/,
+    );
     expect(error({ ...gsm8k(), defaultModel: 'a/..b' })).toMatch(/defaultModel: a Hugging Face model id has no "\.\."/);
     expect(error({ ...gsm8k(), runtime: '/usr' })).toMatch(/runtime: /);
     expect(error({ ...gsm8k(), trainData: 'data' })).toMatch(/\(top level\): Unrecognized key: "trainData"/);

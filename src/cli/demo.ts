@@ -17,7 +17,8 @@ export function addDemoCommand(program: Command, { home }: CliContext): void {
     .action(async (options: { task?: string[]; budget?: string; route?: OracleRoute }) => {
       const { route } = options;
       // Named tasks must have the route; by default, the tasks that have one.
-      const tasks = options.task ?? listTaskIds('micro').filter((id) => route === undefined || getTask(id).oracles.some((o) => o.route === route));
+      const tasks =
+        options.task ?? listTaskIds('micro').filter((id) => route === undefined || getTask(id).oracles.some((o) => o.route === route));
       for (const task of tasks) oracleOf(getTask(task), route);
       const summaries = [];
       for (const task of tasks) summaries.push(await runDemo({ task, route, home: home(), budget: options.budget }));

@@ -4,7 +4,7 @@ import { judgeNames } from '../grading/judge/registry.js';
 import { parseGpuList } from '../jobs/gpu-allocator.js';
 import { type BackendSettings, type SandboxName, sandboxNames } from '../../sandbox/registry.js';
 import { parseBudget } from '../tasks/budget.js';
-import { getTask } from '../tasks/task.js';
+import { getTaskFile } from '../tasks/task.js';
 import { isA2rlError } from '../util/errors.js';
 
 /** What every command group is given: the store's folder, from the global --home. */
@@ -21,7 +21,8 @@ function asOptionError<T>(parse: () => T): T {
   }
 }
 
-export const taskOption = (value: string): string => asOptionError(() => getTask(value).id);
+/** A shipped task of either tier: whether a run of it can start (a full task's assets) is the engine's to say. */
+export const taskOption = (value: string): string => asOptionError(() => getTaskFile(value).id);
 
 export function budgetOption(value: string): string {
   asOptionError(() => parseBudget(value, { wallSeconds: 1, computeSeconds: 1, submissions: 1, rolloutEpisodes: 1 }));

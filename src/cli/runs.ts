@@ -29,12 +29,16 @@ export function addRunsCommands(program: Command, { home }: CliContext): Command
         .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
         .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m,submissions=10,episodes=2000', budgetOption)
         .option('--label <name>', 'who is being benchmarked, e.g. claude-code-opus')
+        .option('--base-model <id>', "a full-tier task's base model, a Hugging Face id (default: the task's), prepared by a2rl prepare")
         .option('--url <url>', 'the MCP endpoint clients will use', 'http://127.0.0.1:8700/mcp')
         .option('--json', 'print {run_id, token, url} as JSON only'),
     ),
     'judge of judge-graded tasks; the same as serve --http uses',
   ).action(
-    async (options: { task: string; budget?: string; label?: string; url: string; json?: boolean } & SandboxOptions & JudgeOptions) => {
+    async (
+      options: { task: string; budget?: string; label?: string; baseModel?: string; url: string; json?: boolean } & SandboxOptions &
+        JudgeOptions,
+    ) => {
       const engine = await Engine.open({
         home: home(),
         judge: judgeConfig(options),
@@ -43,7 +47,12 @@ export function addRunsCommands(program: Command, { home }: CliContext): Command
         backendSettings: backendSettings(options),
       });
       try {
-        const run = engine.prepareRun({ taskId: options.task, budget: options.budget, label: options.label });
+        const run = engine.prepareRun({
+          taskId: options.task,
+          budget: options.budget,
+          label: options.label,
+          baseModel: options.baseModel,
+        });
         const token = issueRunToken(engine.store, run.id);
         engine.releaseRun(run.id);
         process.stdout.write(

@@ -31,6 +31,7 @@ interface ServeOptions extends JudgeOptions, SandboxOptions {
   run?: string;
   budget?: string;
   label?: string;
+  baseModel?: string;
   http?: boolean;
   host: string;
   port: number;
@@ -59,6 +60,10 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
         budgetOption,
       )
       .option('--label <name>', 'stdio: who is being benchmarked, e.g. claude-code-opus')
+      .option(
+        '--base-model <id>',
+        "stdio: a full-tier task's base model, a Hugging Face id (default: the task's), prepared by a2rl prepare",
+      )
       .option('--http', 'serve runs over HTTP instead of one run over stdio')
       .option('--host <address>', 'HTTP: address to listen on; anything but loopback is reachable from other machines', '127.0.0.1')
       .option('--port <n>', 'HTTP: port to listen on (0: any free port)', portOption, 8700)
@@ -131,7 +136,7 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
       run =
         mode === 'launched'
           ? await engine.serveLaunchedRun(options.run!)
-          : await engine.createRun({ taskId: options.task!, budget: options.budget, label: options.label });
+          : await engine.createRun({ taskId: options.task!, budget: options.budget, label: options.label, baseModel: options.baseModel });
     } catch (error) {
       await engine.close();
       throw error;
@@ -149,6 +154,7 @@ const modeOnlyFlags: { flag: string; option: keyof ServeOptions; modes: ServeMod
   { flag: '--task', option: 'task', modes: ['task'], why: 'it names the task of a new stdio run' },
   { flag: '--budget', option: 'budget', modes: ['task'], why: 'a run keeps the budget it was made with' },
   { flag: '--label', option: 'label', modes: ['task'], why: 'a run keeps the label it was made with' },
+  { flag: '--base-model', option: 'baseModel', modes: ['task'], why: 'a run keeps the base model it was made with' },
   { flag: '--max-jobs', option: 'maxJobs', modes: ['http'], why: 'it limits the jobs of all runs one server serves' },
 ];
 

@@ -20,7 +20,8 @@ import { agentJobKinds, maxConcurrentJobs, Run } from './run.js';
 import type { RunServices } from './services.js';
 import { type RunRow, Store, type SubmissionRow } from '../store/store.js';
 import { startGrading } from './submissions.js';
-import { getTask, type Task } from '../tasks/task.js';
+import { resolveFullTask } from '../tasks/full-task.js';
+import { getTask, getTaskFile, type Task } from '../tasks/task.js';
 import { Workspace } from './workspace.js';
 
 export interface EngineOptions {
@@ -57,6 +58,8 @@ export interface CreateRunOptions {
   /** `wall=30m,compute=20m,...` over the task's default budget. */
   budget?: string;
   label?: string;
+  /** A full-tier task's base model, a Hugging Face id (default: the task's defaultModel); micro tasks ship theirs. */
+  baseModel?: string;
 }
 
 /** Per-run disk quota when the server is given none. */
@@ -169,7 +172,7 @@ export class Engine {
    * serves it yet. A run prepared by a short-lived command is adopted by an HTTP server.
    */
   prepareRun(options: CreateRunOptions): RunRow {
-    const task = getTask(options.taskId);
+    const task = this.taskForNewRun(options);
     const limits = parseBudget(options.budget, task.defaultLimits);
     const createdAt = Date.now();
     const id = `${new Date(createdAt).toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}-${randomBytes(3).toString('hex')}`;
@@ -198,6 +201,19 @@ export class Engine {
     });
     this.logger.info({ run: id, task: task.id, budget: formatBudget(limits) }, 'run created');
     return this.store.getRun(id)!;
+  }
+
+  /**
+   * The task a new run gets, checked before anything is written. A full-tier task's runtime and prepared assets are
+   * checked first, so that a run on missing or changed assets is refused naming the a2rl prepare command; serving
+   * full-tier runs is the next step of issue 17, and getTask refuses them until then.
+   */
+  private taskForNewRun({ taskId, baseModel }: CreateRunOptions): Task {
+    if (getTaskFile(taskId).tier === 'full') resolveFullTask(taskId, this.home, baseModel);
+    else if (baseModel !== undefined) {
+      throw new A2rlError('INVALID_INPUT', `${taskId} is a micro-tier task and ships its own base model; drop --base-model.`);
+    }
+    return getTask(taskId);
   }
 
   /** Serves a run this process owns: its sandbox, budget enforcement, the baseline grade. */

@@ -43,12 +43,18 @@ export function resolveFullTask(taskId: string, home: string, modelId?: string):
   if (!existsSync(join(dir, 'task.json'))) throw new A2rlError('NOT_FOUND', `No task "${taskId}" in ${tasksRoot}; a2rl tasks lists them.`);
   const file = readTaskFile(dir);
   if (file.tier !== 'full') {
-    throw new A2rlError('INVALID_INPUT', `${taskId} is a ${file.tier}-tier task: its data and model ship in ${dir}; no base model is chosen.`);
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `${taskId} is a ${file.tier}-tier task: its data and model ship in ${dir}; no base model is chosen.`,
+    );
   }
   const model = modelId ?? file.defaultModel;
   const runtime = join(packageRoot, file.runtime);
   if (!existsSync(join(runtime, 'bin', 'python'))) {
-    throw new A2rlError('UNAVAILABLE', `${runtime} is missing: run scripts/setup.sh (it builds ${file.runtime}), then start the run again.`);
+    throw new A2rlError(
+      'UNAVAILABLE',
+      `${runtime} is missing: run scripts/setup.sh (it builds ${file.runtime}), then start the run again.`,
+    );
   }
   verifyAssets(taskId, home, model);
   const assets = preparedAssetPaths(taskId, home, model);

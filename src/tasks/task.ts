@@ -106,7 +106,10 @@ const microTaskFileSchema = z.object({
 /** A Hugging Face model id, <org>/<name>, as src/tasks/assets.ts and hflm.assets take it. */
 const hfModelId = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/, 'a Hugging Face model id, <org>/<name>, e.g. Qwen/Qwen2.5-1.5B-Instruct')
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/,
+    'a Hugging Face model id, <org>/<name>, e.g. Qwen/Qwen2.5-1.5B-Instruct',
+  )
   .refine((id) => !id.includes('..'), 'a Hugging Face model id has no ".."');
 
 /**
@@ -156,7 +159,10 @@ export function readTaskFile(dir: string): TaskFile {
   }
   const tier = (json as { tier?: unknown } | null)?.tier;
   if (!tiers.includes(tier as Tier)) {
-    throw new A2rlError('INVALID_INPUT', `${path}: "tier" is ${JSON.stringify(tier)}; give one of ${tiers.map((t) => `"${t}"`).join(', ')}.`);
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `${path}: "tier" is ${JSON.stringify(tier)}; give one of ${tiers.map((t) => `"${t}"`).join(', ')}.`,
+    );
   }
   const parsed = taskFileSchema.safeParse(json);
   if (!parsed.success) {
@@ -241,13 +247,19 @@ export function listTaskIds(tier?: Tier): string[] {
 
 const loaded = new Map<string, Task>();
 
-export function getTask(id: string): Task {
+/** A shipped task's declaration, either tier; an unknown id is NOT_FOUND, listing the known ones. */
+export function getTaskFile(id: string): TaskFile {
   const known = listTaskIds();
   if (!known.includes(id)) {
     throw new A2rlError('NOT_FOUND', `Unknown task "${id}". Available tasks: ${known.join(', ')}.`);
   }
+  return readTaskFile(join(tasksRoot, id));
+}
+
+export function getTask(id: string): Task {
   let task = loaded.get(id);
   if (!task) {
+    getTaskFile(id); // an unknown id: NOT_FOUND with the known ones
     task = loadTask(join(tasksRoot, id));
     loaded.set(id, task);
   }
