@@ -45,3 +45,15 @@ describe("python: hflm, the full tier's package", () => {
     expect(result.stderr).toMatch(/\nOK\b/);
   });
 });
+
+// Each full-tier task's own suite (its grader on assets prepared from hflm's fixture hub) runs in .venv-full too.
+describe('python: the full-tier tasks', () => {
+  const python = join(packageRoot, '.venv-full', 'bin', 'python');
+
+  it.each(listTaskIds('full'))('%s', { timeout: 300_000 }, (task) => {
+    expect(existsSync(python), `${python} is missing: run \`npm run setup\` (it builds .venv-full)`).toBe(true);
+    const result = spawnSync(python, [join(tasksRoot, task, 'tests', `test_${task.replace(/-/g, '_')}.py`)], { encoding: 'utf8' });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/\nOK\b/);
+  });
+});
