@@ -3,9 +3,11 @@ import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AssetsNotPreparedError } from '../src/tasks/assets.js';
-import { fullTierRuntime, fullTierRuntimeTarget, resolveFullTask } from '../src/tasks/full-task.js';
+import { fullTierRuntimeTarget, resolveFullTask } from '../src/tasks/full-task.js';
+import { hashDirectory } from '../src/util/hashing.js';
 import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { fixtureModelId, writeFixtureHub } from './helpers/fixture-hub.js';
+import { call, startServer, waitScore } from './helpers/mcp.js';
 import { defaultLimits, makeSandbox, run, tempDir } from './helpers/sandbox.js';
 
 // A full-tier task resolved for a run: its prepared assets checked, its paths, and its runtime in a real sandbox.
@@ -72,28 +74,22 @@ describe('full-tier task: assets and runtime for a run', () => {
     expect(readdirSync(task.paths.trainData)).toEqual(['train.jsonl']);
     expect(readdirSync(task.paths.evalData).sort()).toEqual(['private.jsonl', 'public.jsonl']);
     expect(task.paths.baseModel).toBe(join(home, 'models', 'a2rl-fixture--tiny-qwen2'));
-    expect(task.paths.runtime).toBe(join(packageRoot, '.venv-full'));
-    // With its assets in place, a run of it is refused for what is still missing: serving full-tier runs.
-    const serve = spawnSync('node', [cliEntry, '--home', home, 'serve', '--task', 'gsm8k', '--base-model', fixtureModelId], {
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
-    expect(serve.status).toBe(1);
-    expect(serve.stderr).toContain('gsm8k is a full-tier task, and serving full-tier runs is not wired yet');
+    expect(task.pythonRuntime.mounts).toEqual([{ source: join(packageRoot, '.venv-full'), target: fullTierRuntimeTarget, readOnly: true }]);
+    // The baseline's key is what a submitted copy of the base would hash to, computed from the verified manifest.
+    expect(task.baseModelHash).toBe(hashDirectory(task.paths.baseModel));
   });
 
   it('the runtime mounts read-only in a sandbox: the pinned packages and hflm import, the submission check runs', async () => {
     const task = resolveFullTask('gsm8k', home, fixtureModelId);
-    const runtime = fullTierRuntime(task);
     const { sandbox, workspace } = await makeSandbox({
       mounts: [
-        ...runtime.mounts,
-        { source: task.paths.library, target: '/opt/a2rl/lib/hflm', readOnly: true },
+        ...task.pythonRuntime.mounts,
+        { source: task.libraries[0]!.source, target: '/opt/a2rl/lib/hflm', readOnly: true },
         { source: task.paths.baseModel, target: '/opt/a2rl/base', readOnly: true },
       ],
       // As a run's sandbox hides them: the store (and so the hidden halves) and the package root.
       hidden: [home, packageRoot],
-      env: { ...runtime.env, PYTHONPATH: '/opt/a2rl/lib' },
+      env: { ...task.pythonRuntime.env, PYTHONPATH: '/opt/a2rl/lib' },
     });
     try {
       const imports = await run(
@@ -113,4 +109,65 @@ describe('full-tier task: assets and runtime for a run', () => {
       rmSync(workspace, { recursive: true, force: true });
     }
   });
+
+  it('a run of it is served over stdio: its workspace and runtime, the baseline, a full model and a LoRA adapter graded', async () => {
+    const client = await startServer({ home, task: 'gsm8k', serverArgs: ['--base-model', fixtureModelId] });
+    try {
+      const look = await call(client, 'exec', {
+        command: 'ls data models/base lib; ls /opt/a2rl; command -v python3; python3 -c "import trl, peft, hflm; print(\'imports ok\')"',
+      });
+      expect(look.structured.exit_code, look.structured.output).toBe(0);
+      const output = look.structured.output as string;
+      expect(output).toContain('train.jsonl');
+      expect(output).toContain('model.safetensors');
+      expect(output).toMatch(/^hflm$/m);
+      expect(output).not.toContain('public.jsonl');
+      expect(output).toContain(`${fullTierRuntimeTarget}/bin/python3`);
+      expect(output).toContain('imports ok');
+      const brief = await call(client, 'read_file', { path: 'instructions.md' });
+      expect(brief.structured.content).toContain(`the base model, \`${fixtureModelId}\``);
+
+      await call(client, 'write_file', { path: 'code/make.py', content: makeCheckpoints });
+      const made = await call(client, 'exec', { command: 'python3 code/make.py' });
+      expect(made.structured.exit_code, made.structured.output).toBe(0);
+      const pickled = await call(client, 'submit_artifact', { path: 'output/pickled' });
+      expect(pickled.isError).toBe(true);
+      expect(pickled.text).toMatch(/output\/pickled\/pytorch_model\.bin: pickled weights are never loaded .*safe_serialization=True/);
+      const unchanged = await call(client, 'submit_artifact', { path: 'models/base' });
+      expect(unchanged.text).toMatch(/is the base model unchanged/);
+      const ids: string[] = [];
+      for (const path of ['output/full', 'output/lora']) {
+        const submitted = await call(client, 'submit_artifact', { path });
+        expect(submitted.isError, submitted.text).toBe(false);
+        ids.push(submitted.structured.submission_id as string);
+      }
+      expect((await call(client, 'budget_status')).structured.submissions.used, 'refused folders cost no submission').toBe(2);
+      for (const id of ids) {
+        const score = (await waitScore(client, id)).submissions[0];
+        expect(score.state, JSON.stringify(score)).toBe('graded');
+        expect(score.metrics.total).toBeGreaterThan(0);
+      }
+      const scores = (await call(client, 'get_score')).structured;
+      expect(scores.baseline.state).toBe('graded');
+    } finally {
+      await client.close();
+    }
+  });
 });
+
+/** What an agent's job writes: a changed full model, a LoRA adapter (random, not zero, so it changes the model) and pickled weights. */
+const makeCheckpoints = `
+import os, shutil, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from peft import LoraConfig, get_peft_model
+model = AutoModelForCausalLM.from_pretrained("models/base")
+with torch.no_grad():
+    model.lm_head.weight.add_(0.01)
+model.save_pretrained("output/full")
+AutoTokenizer.from_pretrained("models/base").save_pretrained("output/full")
+lora = get_peft_model(AutoModelForCausalLM.from_pretrained("models/base"), LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+lora.save_pretrained("output/lora")
+os.makedirs("output/pickled")
+torch.save(model.state_dict(), "output/pickled/pytorch_model.bin")
+shutil.copy("models/base/config.json", "output/pickled/config.json")
+`;

@@ -25,13 +25,13 @@ describe('store', () => {
   it('migrates once, in WAL mode, and keeps what was written across reopening', () => {
     const path = join(tempDir('store'), 'store.sqlite');
     const first = new Store(path);
-    expect(first.schemaVersion).toBe(6);
+    expect(first.schemaVersion).toBe(7);
     expect(first.db.pragma('journal_mode', { simple: true })).toBe('wal');
     newRun(first, 'r1');
     first.insertEvent({ run_id: 'r1', at: 1, t_rel_ms: 0, kind: 'tool', name: 'exec', data: '{}' });
     first.close();
     const second = new Store(path);
-    expect(second.schemaVersion).toBe(6);
+    expect(second.schemaVersion).toBe(7);
     expect(second.listEvents('r1')).toHaveLength(1);
     second.close();
   });
@@ -150,7 +150,8 @@ describe('store', () => {
 });
 
 describe('submission snapshots', () => {
-  const limits = { maxFiles: 4, maxBytes: 1000, requiredFiles: ['config.json', 'model.pt'] };
+  const limits = { maxFiles: 4, maxBytes: 1000, required: [['config.json'], ['model.pt']], holds: 'config.json and model.pt' };
+  const hfLimits = { ...limits, required: [['config.json', 'adapter_config.json']], holds: 'a model or an adapter' };
 
   function checkpoint(files: Record<string, string>): string {
     const dir = tempDir('ckpt');
@@ -177,6 +178,20 @@ describe('submission snapshots', () => {
     const storeDir = tempDir('subs');
     await expect(snapshotDirectory(checkpoint(files), 'output/x', storeDir, limits)).rejects.toThrow(message);
     expect(readdirSync(storeDir)).toEqual([]);
+  });
+
+  it('takes either name of a choice, and names both when neither is there', async () => {
+    const storeDir = tempDir('subs');
+    const adapter = await snapshotDirectory(
+      checkpoint({ 'adapter_config.json': '{}', 'adapter_model.safetensors': 'w' }),
+      'output/a',
+      storeDir,
+      hfLimits,
+    );
+    expect(adapter.files).toBe(2);
+    await expect(snapshotDirectory(checkpoint({ 'model.safetensors': 'w' }), 'output/b', storeDir, hfLimits)).rejects.toThrow(
+      /lacks config\.json or adapter_config\.json\. A checkpoint folder holds a model or an adapter/,
+    );
   });
 
   it('refuses symlinks, even to real files', async () => {

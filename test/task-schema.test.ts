@@ -65,7 +65,7 @@ describe('task.json: one schema per tier', () => {
     expect(() => readTaskFile(taskFolder(withoutOracles))).toThrow(/not a valid micro-tier task: oracles: /);
   });
 
-  it('a full task is not served yet: getTask refuses it clearly', () => {
-    expect(() => getTask('gsm8k')).toThrow(/gsm8k is a full-tier task, and serving full-tier runs is not wired yet/);
+  it('getTask takes micro tasks only: a full one is resolved per run, and the refusal says so', () => {
+    expect(() => getTask('gsm8k')).toThrow(/gsm8k is a full-tier task: its assets live under the a2rl home \(a2rl prepare gsm8k\)/);
   });
 });

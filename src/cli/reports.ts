@@ -8,7 +8,7 @@ import { buildLeaderboard, leaderboardCsv, leaderboardHtml, leaderboardMarkdown,
 import { writeNarrative } from '../reports/narrative.js';
 import { renderMarkdown } from '../reports/render.js';
 import { Store } from '../store/store.js';
-import { getTask } from '../tasks/task.js';
+import { getTaskFile } from '../tasks/task.js';
 
 /** Opens an existing store read for reporting; a missing one is an error, not a new empty store. */
 function openStore(home: string): Store {
@@ -98,7 +98,7 @@ export function addReportCommands(program: Command, runs: Command, home: () => s
     )
     .option('--task <id>', 'only this task', (value: string) => {
       try {
-        return getTask(value).id;
+        return getTaskFile(value).id;
       } catch (error) {
         throw new InvalidArgumentError((error as Error).message);
       }

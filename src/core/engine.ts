@@ -81,6 +81,8 @@ export class Engine {
   readonly services: RunServices;
   private readonly runs = new Map<string, Run>();
   private readonly adopting = new Map<string, Promise<Run>>();
+  /** Full-tier tasks resolved for this process's runs, by task and base model. */
+  private readonly fullTasks = new Map<string, Task>();
   private readonly ticker: NodeJS.Timeout;
   private closed = false;
 
@@ -151,7 +153,7 @@ export class Engine {
     this.logger.info({ run: run.id, submission: submission.id }, 're-grading a submission left unfinished by a stopped server');
     startGrading(
       this.services,
-      getTask(run.task_id),
+      this.taskOf(run),
       { id: run.id, dir: run.dir, record: eventRecorder(this.store, run.id, run.created_at) },
       submission,
     );
@@ -185,6 +187,8 @@ export class Engine {
     this.store.insertRun({
       id,
       task_id: task.id,
+      base_model: task.tier === 'full' ? task.modelId : null,
+      base_model_hash: task.baseModelHash,
       label: options.label ?? null,
       budget: JSON.stringify(limits),
       dir,
@@ -204,28 +208,41 @@ export class Engine {
   }
 
   /**
-   * The task a new run gets, checked before anything is written. A full-tier task's runtime and prepared assets are
-   * checked first, so that a run on missing or changed assets is refused naming the a2rl prepare command; serving
-   * full-tier runs is the next step of issue 17, and getTask refuses them until then.
+   * The task a new run gets, checked before anything is written: a full-tier task's runtime and prepared assets are
+   * checked, so that a run on missing or changed assets is refused naming the a2rl prepare command.
    */
   private taskForNewRun({ taskId, baseModel }: CreateRunOptions): Task {
-    if (getTaskFile(taskId).tier === 'full') resolveFullTask(taskId, this.home, baseModel);
-    else if (baseModel !== undefined) {
+    if (getTaskFile(taskId).tier === 'micro' && baseModel !== undefined) {
       throw new A2rlError('INVALID_INPUT', `${taskId} is a micro-tier task and ships its own base model; drop --base-model.`);
     }
-    return getTask(taskId);
+    return this.taskOf({ task_id: taskId, base_model: baseModel ?? null });
+  }
+
+  /**
+   * The task a run is served with: a micro task as shipped, a full-tier one resolved on the run's base model (its
+   * assets verified once per process and model).
+   */
+  private taskOf(row: Pick<RunRow, 'task_id' | 'base_model'>): Task {
+    if (getTaskFile(row.task_id).tier === 'micro') return getTask(row.task_id);
+    const key = `${row.task_id}\0${row.base_model ?? ''}`;
+    let task = this.fullTasks.get(key);
+    if (!task) {
+      task = resolveFullTask(row.task_id, this.home, row.base_model ?? undefined);
+      this.fullTasks.set(key, task);
+    }
+    return task;
   }
 
   /** Serves a run this process owns: its sandbox, budget enforcement, the baseline grade. */
   private async serveRun(row: RunRow): Promise<Run> {
-    const task = getTask(row.task_id);
+    const task = this.taskOf(row);
     const workspace = workspaceOf(task, row.dir);
     const sandbox = await this.backend.create({
       name: row.id,
-      mounts: workspace.sandboxMounts(),
+      mounts: [...workspace.sandboxMounts(), ...task.pythonRuntime.mounts],
       // The store, all runs and the package (graders, evaluation data) stay invisible even where a system path would hold them.
       hidden: [this.home, packageRoot],
-      env: { PYTHONPATH: '/workspace/lib', PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1' },
+      env: { PYTHONPATH: '/workspace/lib', PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1', ...task.pythonRuntime.env },
       workdir: '/workspace',
       // Where the backend limits the sandbox as a whole: room for every job a run may have at once, and an exec.
       limits: {
@@ -271,7 +288,7 @@ export class Engine {
   }
 
   private checkGraderVersion(row: RunRow): void {
-    const version = this.grader.version(getTask(row.task_id));
+    const version = this.grader.version(this.taskOf(row));
     if (row.grader_version !== version) {
       throw new A2rlError(
         'CONFLICT',
@@ -338,7 +355,7 @@ export class Engine {
     for (const submission of this.store.listUnfinishedSubmissions()) {
       if (submission.run_id === id) this.regrade(row, submission);
     }
-    void this.gradeBaseline({ id, dir: row.dir, task: getTask(row.task_id), record }).catch(() => undefined);
+    void this.gradeBaseline({ id, dir: row.dir, task: this.taskOf(row), record }).catch(() => undefined);
   }
 
   /** Leaves a run this process prepared to whichever HTTP server uses its token first. */
@@ -412,7 +429,6 @@ function workspaceOf(task: Task, dir: string): Workspace {
     { path: 'models', source: join(skeleton, 'models') },
     { path: 'models/base', source: task.paths.baseModel },
     { path: 'lib', source: join(skeleton, 'lib') },
-    { path: 'lib/microlm', source: task.paths.library },
-    { path: `lib/${task.env.package}`, source: task.paths.env },
+    ...task.libraries.map((library) => ({ path: `lib/${library.name}`, source: library.source })),
   ]);
 }

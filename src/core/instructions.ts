@@ -22,7 +22,7 @@ export function fillTaskPlaceholders(text: string, task: Task, limits: BudgetLim
     episodes: String(limits.rolloutEpisodes),
     cpus: String(task.jobs.cpus),
     memory_mb: String(task.jobs.memoryMb),
-    env_package: task.env.package,
+    ...(task.tier === 'micro' ? { env_package: task.env.package } : { base_model: task.modelId }),
     label: label ?? 'unlabelled',
     judge: judgeId,
   };
@@ -38,14 +38,12 @@ Inside the sandbox the workspace is \`/workspace\`; the file tools take paths re
 | --- | --- | --- |
 | \`instructions.md\` | this brief | read-only |
 | \`data/\` | training data | read-only |
-| \`models/base/\` | the base model checkpoint (\`config.json\`, \`model.pt\`) | read-only |
-| \`lib/microlm/\` | model, tokenizer, checkpoint and decoding code (\`import microlm\`) | read-only |
-| \`lib/${task.env.package}/\` | this task's ${task.level === 3 ? 'environment, prompt format' : 'prompt format, reward'} and rollout sampler (\`import ${task.env.package}\`) | read-only |
+${tierRows(task)}
 | \`code/\` | your code | read-write |
 | \`output/\` | your checkpoints | read-write |
 | \`rollouts/\` | trajectories written by \`launch_rollouts\` | read-write |
 
-Jobs run \`/usr/bin/python3\` with PyTorch (CPU) and NumPy, \`PYTHONPATH=/workspace/lib\`, in a sandbox with **no network** and
+${runtimeLine(task)}, \`PYTHONPATH=/workspace/lib\`, in a sandbox with **no network** and
 ${task.jobs.cpus} CPU(s) and ${task.jobs.memoryMb} MiB of memory per job; \`pip install\` cannot work. The evaluation data is not in the sandbox.
 
 ## Budget
@@ -70,11 +68,13 @@ wall clock keeps running while you are disconnected.
 - \`run_training\` starts a long job and returns its id at once; follow it with \`job_status\` (pass \`wait_seconds\`
   to wait for it), read its output with \`job_logs\`, stop it with \`cancel_job\`.
 ${
-  task.level === 3
-    ? `- \`launch_rollouts\` plays episodes of the task's environment on training games with a checkpoint as the policy;
+  task.tier === 'full'
+    ? `- \`launch_rollouts\` is not available on full-tier tasks yet: sample from your model in your own jobs (\`hflm.inference\`).`
+    : task.level === 3
+      ? `- \`launch_rollouts\` plays episodes of the task's environment on training games with a checkpoint as the policy;
   the trajectories (every step's observation, action, reward) land in \`rollouts/\` as JSONL, with each episode's return
   and success, for RL (e.g. GRPO, REINFORCE) or filtered behaviour cloning. Your own code may also step the environment.`
-    : `- \`launch_rollouts\` samples completions from a checkpoint on training prompts and scores them with the task's reward;
+      : `- \`launch_rollouts\` samples completions from a checkpoint on training prompts and scores them with the task's reward;
   the trajectories land in \`rollouts/\` as JSONL, for RL (e.g. GRPO) or rejection-sampling fine-tuning.`
 }
 - \`submit_artifact\` snapshots a checkpoint folder (e.g. \`output/final\`) and queues it for grading; \`get_score\` shows
@@ -87,4 +87,22 @@ Scores you see come from the public half of the evaluation set; the final result
 on the private half, so overfitting the public half does not pay. The same checkpoint always gets the same score.
 Submitting the base model unchanged is refused.
 `;
+}
+
+/** The workspace rows of the task's tier: its base model and libraries. */
+function tierRows(task: Task): string {
+  if (task.tier === 'full') {
+    return `| \`models/base/\` | the base model, \`${task.modelId}\` (a Hugging Face folder: \`config.json\`, \`*.safetensors\`, tokenizer) | read-only |
+| \`lib/hflm/\` | the grader's prompts, generation, scoring and submission checks (\`import hflm\`) | read-only |`;
+  }
+  return `| \`models/base/\` | the base model checkpoint (\`config.json\`, \`model.pt\`) | read-only |
+| \`lib/microlm/\` | model, tokenizer, checkpoint and decoding code (\`import microlm\`) | read-only |
+| \`lib/${task.env.package}/\` | this task's ${task.level === 3 ? 'environment, prompt format' : 'prompt format, reward'} and rollout sampler (\`import ${task.env.package}\`) | read-only |`;
+}
+
+/** What the task's jobs run. */
+function runtimeLine(task: Task): string {
+  return task.tier === 'full'
+    ? `Jobs run \`python3\` (first on \`PATH\`: \`${task.pythonRuntime.python}\`) with PyTorch, transformers, PEFT, TRL, datasets and accelerate`
+    : 'Jobs run `/usr/bin/python3` with PyTorch (CPU) and NumPy';
 }

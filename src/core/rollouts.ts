@@ -8,6 +8,7 @@ import type { JobCost } from '../jobs/job-manager.js';
 import { judgeAgainstReferences } from '../grading/judge/judge.js';
 import { openForRead, openForWrite, readAt } from '../util/safe-fs.js';
 import { sandboxWorkspace, type Workspace } from './workspace.js';
+import { asMicroTask } from '../tasks/task.js';
 
 export interface RolloutRequest {
   checkpoint: string;
@@ -47,6 +48,8 @@ export function trajectoriesDir(home: string): string {
  * as produced when it ends.
  */
 export async function launchRollouts(run: Run, request: RolloutRequest): Promise<{ job: JobRow; out: string }> {
+  // A full-tier sampler (hflm.inference with n samples, the task's scoring as reward) is issue 17's next step.
+  const task = asMicroTask(run.task, 'launch_rollouts');
   if (request.episodes % request.groupSize !== 0) {
     throw new A2rlError(
       'INVALID_INPUT',
@@ -58,7 +61,7 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
     throw new A2rlError('INVALID_INPUT', `threads (${request.threads}) is more than a job's ${cpus} CPU(s); use 1 to ${cpus}.`);
   }
   const checkpoint = run.workspace.resolve(request.checkpoint, 'read');
-  const required = run.task.submission.requiredFiles;
+  const required = task.submission.requiredFiles;
   if (
     !existsSync(checkpoint.hostPath) ||
     !statSync(checkpoint.hostPath).isDirectory() ||
@@ -73,7 +76,7 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
   const out = `rollouts/batch-${String(batch).padStart(3, '0')}.jsonl`;
   const options: Record<string, string | number> = {
     checkpoint: `${sandboxWorkspace}/${checkpoint.path}`,
-    data: `${sandboxWorkspace}/${run.task.rollouts.data}`,
+    data: `${sandboxWorkspace}/${task.rollouts.data}`,
     n: request.episodes,
     'group-size': request.groupSize,
     temperature: request.temperature,
@@ -84,7 +87,7 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
   const argv = [
     '/usr/bin/python3',
     '-m',
-    `${run.task.env.package}.rollouts`,
+    `${task.env.package}.rollouts`,
     ...Object.entries(options).flatMap(([k, v]) => [`--${k}`, String(v)]),
   ];
   const job = await run.startJob('rollouts', {
@@ -112,7 +115,7 @@ const maxBatchBytes = 64 * 2 ** 20;
  */
 async function collectBatch(run: Run, path: string, requested: number, cost: JobCost): Promise<RolloutSummary> {
   const episodes = readEpisodes(run.workspace, path).slice(0, requested);
-  const rewritten = run.task.rollouts.reward === 'judge' && episodes.length > 0;
+  const rewritten = asMicroTask(run.task, 'launch_rollouts').rollouts.reward === 'judge' && episodes.length > 0;
   if (rewritten) {
     const judgeable = episodes.every(
       (e) => typeof e.completion === 'string' && typeof e.reference === 'string' && typeof e.instruction === 'string',

@@ -222,12 +222,9 @@ export class Run {
       );
     }
     if (!statSync(target.hostPath).isDirectory()) {
-      throw new A2rlError(
-        'INVALID_INPUT',
-        `${target.path} is a file; submit the checkpoint folder that holds ${task.submission.requiredFiles.join(' and ')}.`,
-      );
+      throw new A2rlError('INVALID_INPUT', `${target.path} is a file; submit the checkpoint folder that holds ${task.checkpoint.holds}.`);
     }
-    const snapshot = await snapshotDirectory(target.hostPath, target.path, join(services.home, 'submissions'), task.submission);
+    const snapshot = await snapshotDirectory(target.hostPath, target.path, join(services.home, 'submissions'), task.checkpoint);
     if (snapshot.contentHash === task.baseModelHash) {
       discardSnapshot(snapshot);
       const baseline = run.baselineGrade();

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type { RecordEvent } from '../store/events.js';
-import type { RunRow, Store, SubmissionRow } from '../store/store.js';
-import type { Task } from '../tasks/task.js';
+import type { GradeRow, RunRow, Store, SubmissionRow } from '../store/store.js';
+import { getTask, type Task } from '../tasks/task.js';
 import { A2rlError, isA2rlError } from '../util/errors.js';
 import type { RunServices } from './services.js';
 
@@ -28,6 +28,12 @@ export interface GradedSubmission {
 }
 
 /** A run's graded submissions in order, with both scores. */
+/** The run's baseline: its base model's grade under the run's grader version. */
+export function baselineGradeOf(store: Store, run: RunRow): GradeRow | undefined {
+  // Runs created before base_model_hash was recorded are micro runs: their task's model is the base.
+  return store.getGrade(run.task_id, run.grader_version, run.base_model_hash ?? getTask(run.task_id).baseModelHash);
+}
+
 export function gradedSubmissions(store: Store, run: RunRow): GradedSubmission[] {
   return store.listSubmissions(run.id).flatMap((s) => {
     const grade = s.state === 'graded' ? store.getGrade(run.task_id, run.grader_version, s.content_hash) : undefined;

@@ -5,7 +5,7 @@ import pLimit from 'p-limit';
 import { z } from 'zod';
 import type { SandboxBackend } from '../../sandbox/contract.js';
 import { runOnce } from './run-once.js';
-import type { Task } from '../tasks/task.js';
+import { asMicroTask, type Task } from '../tasks/task.js';
 
 /** A program to test: written by the model, so untrusted. Expected outputs never enter its sandbox. */
 export const executionItemSchema = z.object({
@@ -51,7 +51,8 @@ export async function executePrograms(
   return Promise.all(items.map((item, index) => limit(() => executeOne(backend, task, item, join(scratchDir, `program-${index}`)))));
 }
 
-async function executeOne(backend: SandboxBackend, task: Task, item: ExecutionItem, dir: string): Promise<ExecutionResult> {
+async function executeOne(backend: SandboxBackend, anyTask: Task, item: ExecutionItem, dir: string): Promise<ExecutionResult> {
+  const task = asMicroTask(anyTask, 'Running programs against test calls');
   const limits = task.grader.execution!;
   const total = item.expected.length;
   mkdirSync(dir, { recursive: true });

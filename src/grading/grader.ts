@@ -10,7 +10,7 @@ import type { Logger } from '../util/logger.js';
 import type { RecordEvent } from '../store/events.js';
 import { readTail } from '../util/safe-fs.js';
 import type { GradeRow, Store } from '../store/store.js';
-import type { Task } from '../tasks/task.js';
+import { libraryMounts, type Task } from '../tasks/task.js';
 
 /** Fixed layout of the grading sandbox; graders read their inputs from here. */
 const gradingRoot = '/opt/a2rl';
@@ -116,12 +116,13 @@ export class Grader {
         { source: request.checkpointDir, target: `${gradingRoot}/checkpoint`, readOnly: true },
         { source: task.paths.evalData, target: `${gradingRoot}/eval`, readOnly: true },
         { source: task.paths.grader, target: `${gradingRoot}/grader`, readOnly: true },
-        { source: task.paths.library, target: `${gradingRoot}/lib/microlm`, readOnly: true },
-        { source: task.paths.env, target: `${gradingRoot}/lib/${task.env.package}`, readOnly: true },
+        ...libraryMounts(task, gradingRoot),
+        ...task.pythonRuntime.mounts,
+        ...task.gradingInputs.mounts,
         { source: outDir, target: `${gradingRoot}/out`, readOnly: false },
       ],
       hidden: [],
-      env: { PYTHONPATH: `${gradingRoot}/lib`, PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1' },
+      env: { PYTHONPATH: `${gradingRoot}/lib`, PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1', ...task.pythonRuntime.env },
       workdir: `${gradingRoot}/out`,
       limits: { cpus: task.grader.cpus, memoryBytes: task.grader.memoryMb * 2 ** 20, pids: 64 },
       grading: true,
@@ -132,7 +133,7 @@ export class Grader {
         kind: 'grading',
         command: `grade ${request.contentHash.slice(0, 12)} with ${task.grader.entry}`,
         argv: [
-          '/usr/bin/python3',
+          task.pythonRuntime.python,
           `${gradingRoot}/grader/${task.grader.entry}`,
           '--checkpoint',
           `${gradingRoot}/checkpoint`,
@@ -140,6 +141,7 @@ export class Grader {
           `${gradingRoot}/eval`,
           '--out',
           `${gradingRoot}/out/${outName}`,
+          ...task.gradingInputs.args,
         ],
         sandbox,
         limits: { cpus: task.grader.cpus, memoryBytes: task.grader.memoryMb * 2 ** 20, pids: 64, gpus: [] },

@@ -5,7 +5,7 @@ import { connectStdio } from './client.js';
 import { playReplay, loadReplay, type ReplayStep } from './replay.js';
 import { summarizeRun, type RunSummary } from '../reports/summary.js';
 import { Store } from '../store/store.js';
-import { getTask, type OracleRoute, type Task } from '../tasks/task.js';
+import { getTask, type MicroTask, type OracleRoute } from '../tasks/task.js';
 import { A2rlError } from '../util/errors.js';
 
 export interface DemoOptions {
@@ -18,7 +18,7 @@ export interface DemoOptions {
 }
 
 /** The task's oracle of a route, or its main one; a route it has no oracle for is refused, naming the ones it has. */
-export function oracleOf(task: Task, route?: OracleRoute): Task['oracleReplays'][number] {
+export function oracleOf(task: MicroTask, route?: OracleRoute): MicroTask['oracleReplays'][number] {
   const oracle = route === undefined ? task.oracleReplays[0] : task.oracleReplays.find((o) => o.route === route);
   if (!oracle) {
     throw new A2rlError(

@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import type { BudgetLimits } from '../tasks/budget.js';
 import { codeSnapshotsOf } from '../store/code-snapshots.js';
 import type { Store } from '../store/store.js';
-import { getTask } from '../tasks/task.js';
+import { baselineGradeOf } from '../core/submissions.js';
 
 /**
  * Post-hoc summary of a run from its recorded events: metrics, one iteration per
@@ -495,8 +495,7 @@ export function readLogSignals(path: string): LogSignals {
 export function loadRunFacts(store: Store, runId: string): RunFacts {
   const row = store.getRun(runId);
   if (!row) throw new Error(`no run ${runId} in ${store.path}`);
-  const task = getTask(row.task_id);
-  const grade = store.getGrade(task.id, row.grader_version, task.baseModelHash);
+  const grade = baselineGradeOf(store, row);
   const events = store.listEvents(runId).map((e) => ({
     t_rel_ms: e.t_rel_ms,
     kind: e.kind,

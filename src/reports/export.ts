@@ -8,8 +8,8 @@ import { renderHtml } from './render.js';
 import { trajectoriesDir } from '../core/rollouts.js';
 import { openForRead } from '../util/safe-fs.js';
 import type { Store } from '../store/store.js';
-import { publicMetrics, submissionId } from '../core/submissions.js';
-import { getTask } from '../tasks/task.js';
+import { baselineGradeOf, publicMetrics, submissionId } from '../core/submissions.js';
+import { getTaskFile } from '../tasks/task.js';
 
 /** Version of the export folder's format (README, "Run exports"); bumped when a file's meaning changes. */
 export const exportFormatVersion = 1;
@@ -25,7 +25,7 @@ const maxCopiedBytes = 64 * 2 ** 20;
 export function exportRun(store: Store, runId: string, outDir: string, narrative?: string): { dir: string; analysis: RunAnalysis } {
   const run = store.getRun(runId);
   if (!run) throw new A2rlError('NOT_FOUND', `No run "${runId}" in ${store.path}; list the runs with a2rl runs list.`);
-  const task = getTask(run.task_id);
+  const task = getTaskFile(run.task_id);
   const facts = loadRunFacts(store, runId);
   const analysis = analyzeRun(facts);
   const events = store.listEvents(runId);
@@ -113,7 +113,7 @@ export function exportRun(store: Store, runId: string, outDir: string, narrative
     });
     write('code/index.json', JSON.stringify(codeIndex, null, 2));
 
-    const baseline = store.getGrade(task.id, run.grader_version, task.baseModelHash);
+    const baseline = baselineGradeOf(store, run);
     const scores = {
       baseline: baseline ? { public: baseline.public_score, private: baseline.private_score } : null,
       submissions: store.listSubmissions(runId).map((s) => {

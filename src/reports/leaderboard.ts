@@ -1,7 +1,7 @@
 import { startProgress } from '../util/progress.js';
 import type { RunRow, Store } from '../store/store.js';
-import { bestSubmission, gradedSubmissions } from '../core/submissions.js';
-import { getTask } from '../tasks/task.js';
+import { baselineGradeOf, bestSubmission, gradedSubmissions } from '../core/submissions.js';
+import { getTaskFile } from '../tasks/task.js';
 
 /**
  * Results over repeated runs, grouped by agent, driver model and task. A run's result is
@@ -57,8 +57,7 @@ export function runResults(store: Store, task?: string): RunResult[] {
   try {
     return runs.flatMap((run) => {
       progress.tick(run.id);
-      const definition = getTask(run.task_id);
-      const baseline = store.getGrade(definition.id, run.grader_version, definition.baseModelHash);
+      const baseline = baselineGradeOf(store, run);
       if (!baseline) return [];
       const best = bestSubmission(gradedSubmissions(store, run));
       const final = best?.private ?? baseline.private_score;
@@ -72,7 +71,7 @@ export function runResults(store: Store, task?: string): RunResult[] {
           final,
           baseline: baseline.private_score,
           improvement,
-          success: improvement >= definition.successMargin,
+          success: improvement >= getTaskFile(run.task_id).successMargin,
           infrastructure_failure: run.infrastructure_failure,
         },
       ];
@@ -144,7 +143,7 @@ export function buildLeaderboard(results: readonly RunResult[]): LeaderboardRow[
       mean_improvement: round(mean(group.map((r) => r.improvement))),
       baseline: round(mean(group.map((r) => r.baseline))),
       success_rate: round(group.filter((r) => r.success).length / group.length),
-      success_margin: getTask(group[0]!.task).successMargin,
+      success_margin: getTaskFile(group[0]!.task).successMargin,
       infrastructure_failures: failures.get(key) ?? 0,
     };
   });

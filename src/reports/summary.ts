@@ -1,6 +1,6 @@
 import type { Store } from '../store/store.js';
-import { bestSubmission, type GradedSubmission, gradedSubmissions } from '../core/submissions.js';
-import { getTask } from '../tasks/task.js';
+import { baselineGradeOf, bestSubmission, type GradedSubmission, gradedSubmissions } from '../core/submissions.js';
+import { getTaskFile } from '../tasks/task.js';
 
 export interface ScorePair {
   public: number;
@@ -33,8 +33,8 @@ export interface RunSummary {
 export function summarizeRun(store: Store, runId: string): RunSummary {
   const run = store.getRun(runId);
   if (!run) throw new Error(`no run ${runId} in ${store.path}`);
-  const task = getTask(run.task_id);
-  const baselineGrade = store.getGrade(task.id, run.grader_version, task.baseModelHash);
+  const task = getTaskFile(run.task_id);
+  const baselineGrade = baselineGradeOf(store, run);
   const graded = gradedSubmissions(store, run);
   const best = bestSubmission(graded);
   const baseline = baselineGrade ? { public: baselineGrade.public_score, private: baselineGrade.private_score } : null;

@@ -117,6 +117,9 @@ const migrations: string[] = [
   // events_by_kind starts with run_id too, and only reports list a run's events in order: one index page less
   // to write in the commit every tool call waits for (7.2 to 5.8 µs p50 on the 2-core bench machine).
   `DROP INDEX events_by_run;`,
+  // A full-tier run's base model is chosen per run: its hub id, and the content hash its baseline grade is stored under.
+  `ALTER TABLE runs ADD COLUMN base_model TEXT;
+   ALTER TABLE runs ADD COLUMN base_model_hash TEXT;`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -155,6 +158,10 @@ export interface RunRow {
   driver_model: string | null;
   /** Why the run's infrastructure failed (the agent never had the tools, or did not exit normally): not the agent's result. */
   infrastructure_failure: string | null;
+  /** A full-tier run's base model (a Hugging Face id); null for micro tasks, which ship theirs. */
+  base_model: string | null;
+  /** Content hash of the run's base model: its baseline grade's key. Null in runs created before it was recorded. */
+  base_model_hash: string | null;
 }
 
 export type RunAgent = Pick<RunRow, 'agent' | 'agent_version' | 'driver_model'>;
@@ -314,12 +321,15 @@ export class Store {
 
   // runs
 
-  insertRun(run: Omit<RunRow, 'state' | 'end_reason' | 'ended_at' | 'infrastructure_failure' | keyof RunAgent>): void {
+  insertRun(
+    run: Omit<RunRow, 'state' | 'end_reason' | 'ended_at' | 'infrastructure_failure' | 'base_model' | 'base_model_hash' | keyof RunAgent> &
+      Partial<Pick<RunRow, 'base_model' | 'base_model_hash'>>,
+  ): void {
     this.localChanges++;
     this.statement(
-      `INSERT INTO runs (id, task_id, label, budget, state, dir, sandbox, grader_version, owner, created_at)
-         VALUES (@id, @task_id, @label, @budget, 'active', @dir, @sandbox, @grader_version, @owner, @created_at)`,
-    ).run(run);
+      `INSERT INTO runs (id, task_id, label, budget, state, dir, sandbox, grader_version, owner, created_at, base_model, base_model_hash)
+         VALUES (@id, @task_id, @label, @budget, 'active', @dir, @sandbox, @grader_version, @owner, @created_at, @base_model, @base_model_hash)`,
+    ).run({ base_model: null, base_model_hash: null, ...run });
   }
 
   /** The run's row, frozen: it is shared with later readers until the run changes. */

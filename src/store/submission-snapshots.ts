@@ -9,7 +9,12 @@ import { openForRead, readDirBounded } from '../util/safe-fs.js';
 export interface SnapshotLimits {
   maxFiles: number;
   maxBytes: number;
-  requiredFiles: string[];
+  /** Files the checkpoint must hold at its top level: of each entry, at least one of the names. */
+  required: string[][];
+  /** What a checkpoint folder holds and how to save one, for messages. */
+  holds: string;
+  /** File endings refused anywhere in the folder, and why (e.g. pickled weights, which the grader never loads). */
+  refused?: { suffixes: string[]; why: string };
 }
 
 export interface Snapshot {
@@ -34,7 +39,7 @@ function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): Pla
   const tooLarge = () =>
     new A2rlError(
       'TOO_LARGE',
-      `${shownPath} holds more than ${limits.maxFiles} files or ${limits.maxBytes} bytes; submit only the checkpoint (${limits.requiredFiles.join(', ')}).`,
+      `${shownPath} holds more than ${limits.maxFiles} files or ${limits.maxBytes} bytes; submit only the checkpoint: ${limits.holds}.`,
     );
   const walk = (dir: string, prefix: string) => {
     const listed = readDirBounded(dir, limits.maxFiles + 1 - files.length);
@@ -54,6 +59,9 @@ function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): Pla
         continue;
       }
       if (!stats.isFile()) throw new A2rlError('INVALID_INPUT', `${shownPath}/${path} is not a regular file; remove it and submit again.`);
+      if (limits.refused?.suffixes.some((suffix) => name.endsWith(suffix))) {
+        throw new A2rlError('INVALID_INPUT', `${shownPath}/${path}: ${limits.refused.why}`);
+      }
       files.push({ path, source, size: stats.size });
       bytes += stats.size;
       if (files.length > limits.maxFiles || bytes > limits.maxBytes) throw tooLarge();
@@ -61,17 +69,11 @@ function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): Pla
   };
   walk(sourceDir, '');
   if (files.length === 0) {
-    throw new A2rlError(
-      'INVALID_INPUT',
-      `${shownPath} is empty. Save a checkpoint there (${limits.requiredFiles.join(', ')}) and submit again.`,
-    );
+    throw new A2rlError('INVALID_INPUT', `${shownPath} is empty. Save a checkpoint there (${limits.holds}) and submit again.`);
   }
-  const missing = limits.requiredFiles.filter((required) => !files.some((f) => f.path === required));
+  const missing = limits.required.filter((names) => !files.some((f) => names.includes(f.path))).map((names) => names.join(' or '));
   if (missing.length > 0) {
-    throw new A2rlError(
-      'INVALID_INPUT',
-      `${shownPath} lacks ${missing.join(', ')}. A checkpoint folder holds ${limits.requiredFiles.join(' and ')} (save it with microlm.checkpoint.save).`,
-    );
+    throw new A2rlError('INVALID_INPUT', `${shownPath} lacks ${missing.join(', ')}. A checkpoint folder holds ${limits.holds}.`);
   }
   return files;
 }

@@ -92,6 +92,12 @@ function folderProblems(folder: string): string[] {
   return problems;
 }
 
+/** The files a verified folder's manifest lists, with their sha256 and size. */
+export function readManifestFiles(folder: string): Array<{ path: string; sha256: string; bytes: number }> {
+  const manifest = JSON.parse(readFileSync(join(folder, 'manifest.json'), 'utf8')) as Manifest;
+  return Object.entries(manifest.files).map(([path, entry]) => ({ path, sha256: entry.sha256, bytes: entry.bytes }));
+}
+
 /** Read in blocks: model weights are larger than one Buffer may be. */
 function fileSha256(path: string): string {
   const hash = createHash('sha256');

@@ -1,37 +1,18 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Mount } from '../../sandbox/contract.js';
 import { A2rlError } from '../util/errors.js';
+import { hashDirectory, sha256, treeHash } from '../util/hashing.js';
 import { packageRoot, tasksRoot } from '../util/paths.js';
-import { preparedAssetPaths, verifyAssets } from './assets.js';
-import { type FullTaskFile, readTaskFile } from './task.js';
+import { preparedAssetPaths, readManifestFiles, verifyAssets } from './assets.js';
+import { parseBudget } from './budget.js';
+import { emptyLimits, type FullTask, readTaskFile } from './task.js';
 
 /** Where the full tier's Python environment appears in every sandbox of a full-tier task: the agent's and the grader's. */
 export const fullTierRuntimeTarget = '/opt/a2rl/venv';
-
-/**
- * A full-tier task resolved for one home and base model: its declaration, the prepared assets checked against their
- * manifests, and the host paths a run and its grading mount.
- */
-export interface FullTask extends FullTaskFile {
-  dir: string;
-  /** The run's base model, a Hugging Face id: the one given, else the task's defaultModel. */
-  modelId: string;
-  paths: {
-    /** data/ of the prepared assets: the visible split only. */
-    trainData: string;
-    /** eval/ of the prepared assets (public.jsonl, private.jsonl): mounted into grading sandboxes only. */
-    evalData: string;
-    /** The prepared base model folder. */
-    baseModel: string;
-    /** tasks/hflm: the package the grader uses and the agent may import. */
-    library: string;
-    grader: string;
-    instructions: string;
-    /** The Python environment (.venv-full), mounted read-only at {@link fullTierRuntimeTarget}. */
-    runtime: string;
-  };
-}
+/** Where a grading sandbox shows the run's base model (a LoRA adapter is merged onto it). */
+const gradingBaseTarget = '/opt/a2rl/base';
+/** A full model may be at most this many times its base (hflm.submission's FULL_SIZE_FACTOR, which the grader checks exactly). */
+const fullSizeFactor = 1.5;
 
 /**
  * Resolves a full-tier task for a run in `home` on base model `modelId` (default: the task's). Refuses, changing
@@ -58,6 +39,13 @@ export function resolveFullTask(taskId: string, home: string, modelId?: string):
   }
   verifyAssets(taskId, home, model);
   const assets = preparedAssetPaths(taskId, home, model);
+  const library = join(tasksRoot, file.library);
+  const grader = join(dir, 'grader');
+  // Verified against their manifests just now, so the manifests stand for the files' content: no second read of the weights.
+  const modelFiles = readManifestFiles(assets.model);
+  const baseModelHash = manifestTreeHash(assets.model, modelFiles);
+  const evalHash = manifestTreeHash(join(assets.data, '..'), readManifestFiles(join(assets.data, '..')));
+  const baseBytes = modelFiles.reduce((sum, f) => sum + f.bytes, 0);
   return {
     ...file,
     dir,
@@ -66,21 +54,40 @@ export function resolveFullTask(taskId: string, home: string, modelId?: string):
       trainData: assets.data,
       evalData: assets.eval,
       baseModel: assets.model,
-      library: join(tasksRoot, file.library),
-      grader: join(dir, 'grader'),
+      grader,
       instructions: join(dir, file.instructions),
-      runtime,
     },
+    libraries: [{ name: file.library, source: library }],
+    pythonRuntime: {
+      python: `${fullTierRuntimeTarget}/bin/python`,
+      mounts: [{ source: runtime, target: fullTierRuntimeTarget, readOnly: true }],
+      // First on PATH, so `python3` in a job or an exec is the pinned environment's.
+      env: { PATH: `${fullTierRuntimeTarget}/bin:/usr/local/bin:/usr/bin:/bin` },
+    },
+    gradingInputs: {
+      mounts: [{ source: assets.model, target: gradingBaseTarget, readOnly: true }],
+      args: ['--base', gradingBaseTarget, '--base-id', model],
+    },
+    checkpoint: {
+      maxFiles: file.submission.maxFiles,
+      maxBytes: Math.ceil(fullSizeFactor * baseBytes),
+      required: [['config.json', 'adapter_config.json']],
+      holds:
+        'a Hugging Face model: config.json, *.safetensors and tokenizer files (model.save_pretrained and tokenizer.save_pretrained), or a PEFT LoRA adapter of the base: adapter_config.json and adapter_model.safetensors',
+      // hflm.model_dir's PICKLE_SUFFIXES: refused here too, so that such a folder costs no submission.
+      refused: {
+        suffixes: ['.bin', '.pt', '.pth', '.pkl', '.ckpt'],
+        why: 'pickled weights are never loaded (unpickling runs code). Delete them and save with model.save_pretrained(dir, safe_serialization=True), then submit again.',
+      },
+    },
+    defaultLimits: parseBudget(file.defaultBudget, emptyLimits),
+    // The base model is part of what decides a score: a LoRA adapter graded on one base says nothing about another.
+    graderVersion: `${file.grader.version}+${sha256([hashDirectory(grader), hashDirectory(library), evalHash, baseModelHash].join('\n')).slice(0, 12)}`,
+    baseModelHash,
   };
 }
 
-/**
- * What a sandbox of a full-tier task adds to its spec: the runtime read-only, first on PATH, so `python3` in a job and
- * the grader's `python3` are the pinned environment's.
- */
-export function fullTierRuntime(task: FullTask): { mounts: Mount[]; env: Record<string, string> } {
-  return {
-    mounts: [{ source: task.paths.runtime, target: fullTierRuntimeTarget, readOnly: true }],
-    env: { PATH: `${fullTierRuntimeTarget}/bin:/usr/local/bin:/usr/bin:/bin` },
-  };
+/** The folder's tree hash (as hashDirectory and a submission's snapshot compute it) from its verified manifest, manifest.json included. */
+function manifestTreeHash(folder: string, files: Array<{ path: string; sha256: string }>): string {
+  return treeHash([...files, { path: 'manifest.json', sha256: sha256(readFileSync(join(folder, 'manifest.json'))) }]);
 }

@@ -5,6 +5,8 @@ import { type BudgetLimits, parseBudget } from './budget.js';
 import { A2rlError } from '../util/errors.js';
 import { hashDirectory, sha256 } from '../util/hashing.js';
 import { tasksRoot } from '../util/paths.js';
+import type { Mount } from '../../sandbox/contract.js';
+import type { SnapshotLimits } from '../store/submission-snapshots.js';
 
 /**
  * How an oracle may solve its task. sft: supervised fine-tuning on the training data's answers or demonstrations.
@@ -172,38 +174,84 @@ export function readTaskFile(dir: string): TaskFile {
   return parsed.data;
 }
 
-/** A task as the server uses it: its declaration plus absolute paths and content hashes. */
-export interface Task extends MicroTaskFile {
+/** A Python package a task's sandboxes show under lib/ (the agent's workspace and the grader's), read-only. */
+export interface TaskLibrary {
+  /** Its import name: the folder under lib/. */
+  name: string;
+  source: string;
+}
+
+/** The Python a task's jobs and grader run, and what its sandboxes add for it. */
+export interface TaskRuntime {
+  /** The interpreter inside the sandbox. */
+  python: string;
+  mounts: Mount[];
+  env: Record<string, string>;
+}
+
+/** What a task is to the server, whatever its tier: paths, hashes and the rules its sandboxes and submissions follow. */
+interface ServedTask {
   dir: string;
   paths: {
-    library: string;
-    env: string;
-    baseModel: string;
     trainData: string;
     evalData: string;
+    baseModel: string;
     grader: string;
     instructions: string;
   };
-  /** The oracles' replay files, absolute, in the order of `oracles`. */
-  oracleReplays: Array<{ route: OracleRoute; replay: string; minImprovement: number; rolloutEpisodes: number }>;
+  libraries: TaskLibrary[];
+  pythonRuntime: TaskRuntime;
+  /** What the grading sandbox adds to its fixed layout, and the arguments the grader's entry gets besides it. */
+  gradingInputs: { mounts: Mount[]; args: string[] };
+  /** What a submitted checkpoint folder must hold, and its size limits. */
+  checkpoint: SnapshotLimits;
   defaultLimits: BudgetLimits;
   /** Declared version plus a hash of everything that decides a score, so a changed grader or eval set never reuses old grades. */
   graderVersion: string;
+  /** Content hash of the base model folder, as a submission of it would hash: the baseline grade's key. */
   baseModelHash: string;
 }
 
-const emptyLimits: BudgetLimits = { wallSeconds: 0, computeSeconds: 0, submissions: 0, rolloutEpisodes: 0 };
+/** A micro task as the server uses it: everything in its folder. */
+export interface MicroTask extends MicroTaskFile, ServedTask {
+  paths: ServedTask['paths'] & { library: string; env: string };
+  /** The oracles' replay files, absolute, in the order of `oracles`. */
+  oracleReplays: Array<{ route: OracleRoute; replay: string; minImprovement: number; rolloutEpisodes: number }>;
+}
 
-/**
- * Loads a micro task for serving. A full-tier task is refused: its runs are not served yet (issue 17); its declaration
- * is read with readTaskFile and its assets built with a2rl prepare.
- */
-export function loadTask(dir: string): Task {
+/** A full-tier task resolved for one home and base model (src/tasks/full-task.ts). */
+export interface FullTask extends FullTaskFile, ServedTask {
+  /** The run's base model, a Hugging Face id: the one given, else the task's defaultModel. */
+  modelId: string;
+}
+
+export type Task = MicroTask | FullTask;
+
+/** The task's libraries as a sandbox shows them: read-only under `<root>/lib/<name>`, with PYTHONPATH `<root>/lib`. */
+export function libraryMounts(task: Task, root: string): Mount[] {
+  return task.libraries.map((library) => ({ source: library.source, target: `${root}/lib/${library.name}`, readOnly: true }));
+}
+
+/** The task as a micro task, for what only micro tasks have (an env package, rollouts, oracles); a full one is refused saying so. */
+export function asMicroTask(task: Task, what: string): MicroTask {
+  if (task.tier !== 'micro') {
+    throw new A2rlError('UNAVAILABLE', `${what} is not available on full-tier tasks yet (${task.id}); it is on micro tasks.`);
+  }
+  return task;
+}
+
+export const emptyLimits: BudgetLimits = { wallSeconds: 0, computeSeconds: 0, submissions: 0, rolloutEpisodes: 0 };
+
+/** Micro tasks run Debian's Python (python3-torch) with their libraries on PYTHONPATH; nothing to mount. */
+const microRuntime: TaskRuntime = { python: '/usr/bin/python3', mounts: [], env: {} };
+
+/** Loads a micro task for serving. A full-tier task is resolved per run instead (resolveFullTask: its assets live under the home). */
+export function loadTask(dir: string): MicroTask {
   const file = readTaskFile(dir);
   if (file.tier === 'full') {
     throw new A2rlError(
-      'UNAVAILABLE',
-      `${file.id} is a full-tier task, and serving full-tier runs is not wired yet (issue 17); serve a micro task (a2rl tasks lists them). Its assets are built with a2rl prepare ${file.id}.`,
+      'INVALID_INPUT',
+      `${file.id} is a full-tier task: its assets live under the a2rl home (a2rl prepare ${file.id}) and a run resolves them; this call takes a micro task.`,
     );
   }
   const paths = {
@@ -225,10 +273,23 @@ export function loadTask(dir: string): Task {
     if (!existsSync(path!)) throw new Error(`task ${file.id}: ${name} not found at ${path}`);
   }
   const scoringHash = sha256([paths.grader, paths.evalData, paths.library, paths.env].map((p) => hashDirectory(p)).join('\n')).slice(0, 12);
+  const { requiredFiles, maxBytes, maxFiles } = file.submission;
   return {
     ...file,
     dir,
     paths,
+    libraries: [
+      { name: file.library, source: paths.library },
+      { name: file.env.package, source: paths.env },
+    ],
+    pythonRuntime: microRuntime,
+    gradingInputs: { mounts: [], args: [] },
+    checkpoint: {
+      maxBytes,
+      maxFiles,
+      required: requiredFiles.map((name) => [name]),
+      holds: `${requiredFiles.join(' and ')} (save it with microlm.checkpoint.save)`,
+    },
     oracleReplays,
     defaultLimits: parseBudget(file.defaultBudget, emptyLimits),
     graderVersion: `${file.grader.version}+${scoringHash}`,
@@ -245,7 +306,7 @@ export function listTaskIds(tier?: Tier): string[] {
     .sort();
 }
 
-const loaded = new Map<string, Task>();
+const loaded = new Map<string, MicroTask>();
 
 /** A shipped task's declaration, either tier; an unknown id is NOT_FOUND, listing the known ones. */
 export function getTaskFile(id: string): TaskFile {
@@ -256,7 +317,8 @@ export function getTaskFile(id: string): TaskFile {
   return readTaskFile(join(tasksRoot, id));
 }
 
-export function getTask(id: string): Task {
+/** A shipped micro task, loaded once; a full-tier task is resolved per run (the engine's taskOf). */
+export function getTask(id: string): MicroTask {
   let task = loaded.get(id);
   if (!task) {
     getTaskFile(id); // an unknown id: NOT_FOUND with the known ones

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { SandboxBackend } from '../../../sandbox/contract.js';
 import { A2rlError } from '../../util/errors.js';
 import { runOnce } from '../run-once.js';
-import type { Task } from '../../tasks/task.js';
+import { libraryMounts, type Task } from '../../tasks/task.js';
 import type { Judge, PairwiseQuery, Preference } from './judge.js';
 
 const root = '/opt/a2rl';
@@ -31,8 +31,7 @@ export class RubricJudge implements Judge {
         name: `judge-${task.id}`,
         mounts: [
           { source: task.paths.grader, target: `${root}/grader`, readOnly: true },
-          { source: task.paths.library, target: `${root}/lib/microlm`, readOnly: true },
-          { source: task.paths.env, target: `${root}/lib/${task.env.package}`, readOnly: true },
+          ...libraryMounts(task, root),
           { source: join(dir, 'in'), target: `${root}/in`, readOnly: true },
           { source: join(dir, 'out'), target: `${root}/out`, readOnly: false },
         ],
