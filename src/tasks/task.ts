@@ -135,6 +135,11 @@ const fullTaskFileSchema = z
         maxFiles: z.number().int().positive(),
       })
       .strict(),
+    /**
+     * The CPU smoke profile CI plays: this replay, on assets prepared from the fixture hub's smoke profile (a learnable
+     * fixture and a tiny model), must beat the baseline by `minImprovement` points with each submission it makes.
+     */
+    smoke: z.object({ replay: z.string(), minImprovement: z.number().positive() }).strict().optional(),
   })
   .strict();
 

@@ -1,0 +1,64 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadReplay, playReplay } from '../src/launch/replay.js';
+import { baselineGradeOf } from '../src/core/submissions.js';
+import { Store } from '../src/store/store.js';
+import { getTaskFile, listTaskIds, type FullTaskFile } from '../src/tasks/task.js';
+import { cliEntry, tasksRoot } from '../src/util/paths.js';
+import { fixtureModelId, writeFixtureHub } from './helpers/fixture-hub.js';
+import { startServer } from './helpers/mcp.js';
+import { tempDir } from './helpers/sandbox.js';
+
+/** Full-tier tasks with a CPU smoke profile. */
+const smokeTasks = listTaskIds('full').filter((id) => (getTaskFile(id) as FullTaskFile).smoke !== undefined);
+
+// Each full task end to end on CPU: assets prepared (the real prepare code) from the fixture hub's learnable smoke
+// profile, the run served over stdio on the tiny model, the oracle replay training with TRL in the sandbox and
+// submitting a full model and a LoRA adapter, each graded by the task's own grader.
+describe('full tier smoke profile', () => {
+  it.each(smokeTasks)(
+    '%s: the smoke oracle beats the baseline by its margin with a full model and with a LoRA adapter',
+    { timeout: 30 * 60_000 },
+    async (taskId) => {
+      const task = getTaskFile(taskId) as FullTaskFile;
+      const smoke = task.smoke!;
+      const home = tempDir('smoke');
+      const hub = writeFixtureHub('smoke');
+      const prepared = spawnSync('node', [cliEntry, '--home', home, 'prepare', taskId, '--from', hub, '--model', fixtureModelId], {
+        encoding: 'utf8',
+      });
+      expect(prepared.status, prepared.stderr).toBe(0);
+
+      const client = await startServer({ home, task: taskId, label: 'smoke', serverArgs: ['--base-model', fixtureModelId] });
+      let runId = '';
+      try {
+        await playReplay(client, loadReplay(join(tasksRoot, taskId, smoke.replay)), {
+          onResult: (outcome) => {
+            if (typeof outcome.structured?.run_id === 'string') runId = outcome.structured.run_id;
+          },
+        });
+      } finally {
+        await client.close();
+      }
+      const store = new Store(join(home, 'store.sqlite'));
+      try {
+        const run = store.getRun(runId)!;
+        expect(run.base_model).toBe(fixtureModelId);
+        const baseline = baselineGradeOf(store, run)!;
+        expect(baseline, 'the baseline is graded').toBeDefined();
+        const submissions = store.listSubmissions(runId);
+        expect(submissions.map((s) => s.path)).toEqual(['output/full', 'output/lora']);
+        for (const submission of submissions) {
+          const grade = store.getGrade(taskId, run.grader_version, submission.content_hash)!;
+          expect(submission.state, `${submission.path}: ${submission.error}`).toBe('graded');
+          expect(grade.public_score - baseline.public_score, `${submission.path} public`).toBeGreaterThanOrEqual(smoke.minImprovement);
+          expect(grade.private_score - baseline.private_score, `${submission.path} private`).toBeGreaterThanOrEqual(smoke.minImprovement);
+        }
+        expect(store.listJobs(runId).map((job) => job.kind)).toEqual(expect.arrayContaining(['exec', 'training', 'grading']));
+      } finally {
+        store.close();
+      }
+    },
+  );
+});
