@@ -38,6 +38,7 @@ export const launchRolloutsTool = defineTool({
         .describe(
           "Torch threads of the sampler, at most a job's CPUs. 1 (the default) plays the most episodes per CPU-second on these small models",
         ),
+      gpus: z.number().int().min(0).max(8).default(0).describe('GPUs for the sampler; 0 on CPU-only servers'),
     })
     .strict(),
   outputSchema: jobViewSchema.extend({ out: z.string().describe('Where the episodes will be written') }),
@@ -50,6 +51,7 @@ export const launchRolloutsTool = defineTool({
       temperature: args.temperature,
       seed: args.seed,
       threads: args.threads,
+      gpus: run.checkGpuRequest(args.gpus),
     });
     const view = viewJob(run, job);
     return {

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { A2rlError } from '../src/util/errors.js';
 import { defineTool, shellCommandSchema } from './shared/define.js';
 import { jobViewSchema, viewJob } from './shared/job-view.js';
 
@@ -7,10 +6,10 @@ export const runTrainingTool = defineTool({
   name: 'run_training',
   title: 'Start a training job',
   description:
-    'Starts a long-running job in the run sandbox (cwd /workspace, no network, /usr/bin/python3 with PyTorch, ' +
+    "Starts a long-running job in the run sandbox (cwd /workspace, no network, the task's python3 with PyTorch, " +
     'PYTHONPATH=/workspace/lib) and returns its job id at once. Use it for training and any other long work; follow it with ' +
     'job_status (wait_seconds to wait), job_logs and cancel_job. It runs until it ends, its timeout passes, or the budget ' +
-    'is spent. Its CPU time (GPU time when it has GPUs) is charged to the compute budget; a job asking for GPUs waits until they are free. Save checkpoints under output/ with microlm.checkpoint.save.',
+    'is spent. Its CPU time (GPU time when it has GPUs) is charged to the compute budget; a job asking for GPUs waits until they are free. Save checkpoints under output/ as instructions.md says.',
   inputSchema: z
     .object({
       command: shellCommandSchema('Shell command, e.g. "python3 code/train.py --steps 800"'),
@@ -28,20 +27,11 @@ export const runTrainingTool = defineTool({
   outputSchema: jobViewSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run, args) => {
-    const pool = run.gpuPool();
-    if (args.gpus > pool) {
-      throw new A2rlError(
-        'INVALID_INPUT',
-        pool === 0
-          ? `This server has no GPUs for task ${run.task.id} (a ${run.task.tier}-tier task runs on CPU); start the job with gpus: 0.`
-          : `This server has ${pool} GPU(s) for training; ask for at most ${pool}.`,
-      );
-    }
     const job = await run.startJob('training', {
       command: args.command,
       argv: ['/bin/sh', '-c', args.command],
       limits: run.jobLimits({ cpus: args.cpus, memoryMb: args.memory_mb }),
-      gpuCount: args.gpus,
+      gpuCount: run.checkGpuRequest(args.gpus),
       timeoutMs: args.timeout_minutes === undefined ? undefined : args.timeout_minutes * 60_000,
     });
     run.snapshotCode({ job_id: job.id });

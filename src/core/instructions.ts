@@ -68,13 +68,11 @@ wall clock keeps running while you are disconnected.
 - \`run_training\` starts a long job and returns its id at once; follow it with \`job_status\` (pass \`wait_seconds\`
   to wait for it), read its output with \`job_logs\`, stop it with \`cancel_job\`.
 ${
-  task.tier === 'full'
-    ? `- \`launch_rollouts\` is not available on full-tier tasks yet: sample from your model in your own jobs (\`hflm.inference\`).`
-    : task.level === 3
-      ? `- \`launch_rollouts\` plays episodes of the task's environment on training games with a checkpoint as the policy;
+  task.level === 3
+    ? `- \`launch_rollouts\` plays episodes of the task's environment on training games with a checkpoint as the policy;
   the trajectories (every step's observation, action, reward) land in \`rollouts/\` as JSONL, with each episode's return
   and success, for RL (e.g. GRPO, REINFORCE) or filtered behaviour cloning. Your own code may also step the environment.`
-      : `- \`launch_rollouts\` samples completions from a checkpoint on training prompts and scores them with the task's reward;
+    : `- \`launch_rollouts\` samples completions from a checkpoint${task.tier === 'full' ? ' (a model folder or a LoRA adapter of the base)' : ''} on training prompts and scores them with the task's reward;
   the trajectories land in \`rollouts/\` as JSONL, for RL (e.g. GRPO) or rejection-sampling fine-tuning.`
 }
 - \`submit_artifact\` snapshots a checkpoint folder (e.g. \`output/final\`) and queues it for grading; \`get_score\` shows

@@ -8,7 +8,6 @@ import type { JobCost } from '../jobs/job-manager.js';
 import { judgeAgainstReferences } from '../grading/judge/judge.js';
 import { openForRead, openForWrite, readAt } from '../util/safe-fs.js';
 import { sandboxWorkspace, type Workspace } from './workspace.js';
-import { asMicroTask } from '../tasks/task.js';
 
 export interface RolloutRequest {
   checkpoint: string;
@@ -19,6 +18,8 @@ export interface RolloutRequest {
   seed?: number;
   /** Torch threads of the sampler; at most the job's CPUs. */
   threads: number;
+  /** GPUs of the job, checked by Run.checkGpuRequest. */
+  gpus: number;
 }
 
 export interface RolloutSummary {
@@ -48,8 +49,7 @@ export function trajectoriesDir(home: string): string {
  * as produced when it ends.
  */
 export async function launchRollouts(run: Run, request: RolloutRequest): Promise<{ job: JobRow; out: string }> {
-  // A full-tier sampler (hflm.inference with n samples, the task's scoring as reward) is issue 17's next step.
-  const task = asMicroTask(run.task, 'launch_rollouts');
+  const { task } = run;
   if (request.episodes % request.groupSize !== 0) {
     throw new A2rlError(
       'INVALID_INPUT',
@@ -61,15 +61,14 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
     throw new A2rlError('INVALID_INPUT', `threads (${request.threads}) is more than a job's ${cpus} CPU(s); use 1 to ${cpus}.`);
   }
   const checkpoint = run.workspace.resolve(request.checkpoint, 'read');
-  const required = task.submission.requiredFiles;
   if (
     !existsSync(checkpoint.hostPath) ||
     !statSync(checkpoint.hostPath).isDirectory() ||
-    !required.every((f) => existsSync(join(checkpoint.hostPath, f)))
+    !task.checkpoint.required.every((names) => names.some((f) => existsSync(join(checkpoint.hostPath, f))))
   ) {
     throw new A2rlError(
       'INVALID_INPUT',
-      `${checkpoint.path} is not a checkpoint folder (it needs ${required.join(' and ')}). Use models/base or a folder your training saved.`,
+      `${checkpoint.path} is not a checkpoint folder (it holds ${task.checkpoint.holds}). Use models/base or a folder your training saved.`,
     );
   }
   const batch = run.listJobs(['rollouts']).length + 1;
@@ -84,16 +83,12 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
     threads: request.threads,
     out: `${sandboxWorkspace}/${out}`,
   };
-  const argv = [
-    '/usr/bin/python3',
-    '-m',
-    `${task.env.package}.rollouts`,
-    ...Object.entries(options).flatMap(([k, v]) => [`--${k}`, String(v)]),
-  ];
+  const argv = [task.pythonRuntime.python, ...task.rolloutSampler, ...Object.entries(options).flatMap(([k, v]) => [`--${k}`, String(v)])];
   const job = await run.startJob('rollouts', {
     command: argv.slice(1).join(' '),
     argv,
     limits: run.jobLimits(),
+    gpuCount: request.gpus,
     episodesRequested: request.episodes,
     collect: async (_state, cost) => {
       const summary = await collectBatch(run, out, request.episodes, cost);
@@ -115,7 +110,7 @@ const maxBatchBytes = 64 * 2 ** 20;
  */
 async function collectBatch(run: Run, path: string, requested: number, cost: JobCost): Promise<RolloutSummary> {
   const episodes = readEpisodes(run.workspace, path).slice(0, requested);
-  const rewritten = asMicroTask(run.task, 'launch_rollouts').rollouts.reward === 'judge' && episodes.length > 0;
+  const rewritten = run.task.rollouts.reward === 'judge' && episodes.length > 0;
   if (rewritten) {
     const judgeable = episodes.every(
       (e) => typeof e.completion === 'string' && typeof e.reference === 'string' && typeof e.instruction === 'string',

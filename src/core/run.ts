@@ -113,6 +113,20 @@ export class Run {
     return this.services.jobs.gpusPerJob();
   }
 
+  /** A job's GPU request, checked against what one job can get. */
+  checkGpuRequest(gpus: number): number {
+    const pool = this.gpuPool();
+    if (gpus > pool) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        pool === 0
+          ? `This server has no GPUs for task ${this.task.id}; start the job with gpus: 0 (it runs on CPU).`
+          : `This server has ${pool} GPU(s) for one job; ask for at most ${pool}.`,
+      );
+    }
+    return gpus;
+  }
+
   /** How this run's compute is measured (a job's cgroup here, or on a cluster node). */
   get computeAccounting(): string {
     return this.services.jobs.accounting;

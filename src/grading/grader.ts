@@ -146,6 +146,8 @@ export class Grader {
         sandbox,
         limits: { cpus: task.grader.cpus, memoryBytes: task.grader.memoryMb * 2 ** 20, pids: 64, gpus: [] },
         charged: false,
+        // A full-tier grader decodes with vLLM where it sees a GPU; a micro grader is CPU-only by design.
+        gpuCount: task.tier === 'full' ? this.jobs.gradingGpus() || undefined : undefined,
         timeoutMs: task.grader.timeoutSeconds * 1000,
         logDir: join(request.runDir, 'logs'),
         record: request.record,

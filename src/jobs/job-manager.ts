@@ -89,6 +89,14 @@ export class JobManager {
     return this.scheduler ? this.scheduler.maxGpusPerJob() : this.gpus.poolSize('jobs');
   }
 
+  /**
+   * GPUs a grading that can use them is given: grading's own slot (all of it: one GPU with two or more, the shared one
+   * with one), or one of the cluster's; none on a server without GPUs.
+   */
+  gradingGpus(): number {
+    return this.scheduler ? Math.min(1, this.scheduler.maxGpusPerJob()) : this.gpus.poolSize('grading');
+  }
+
   /** How jobs' compute is measured, for budget_status. */
   get accounting(): string {
     return this.scheduler?.accounting ?? "each job's cgroup on the server's host (where cgroups are not writable: wall time × cores)";

@@ -64,6 +64,8 @@ export function resolveFullTask(taskId: string, home: string, modelId?: string):
       // First on PATH, so `python3` in a job or an exec is the pinned environment's.
       env: { PATH: `${fullTierRuntimeTarget}/bin:/usr/local/bin:/usr/bin:/bin` },
     },
+    // hflm's sampler serves every full task: the task's prompt and reward, and the base model an adapter is merged onto.
+    rolloutSampler: ['-m', 'hflm.rollouts', '--task', taskId, '--base', 'models/base'], // jobs start in the workspace
     gradingInputs: {
       mounts: [{ source: assets.model, target: gradingBaseTarget, readOnly: true }],
       args: ['--base', gradingBaseTarget, '--base-id', model],

@@ -57,6 +57,12 @@ const sharedFields = {
   summary: z.string(),
   /** Points over the baseline (private half) a run must gain to count as a success on the leaderboard. */
   successMargin: z.number().positive().default(10),
+  rollouts: z.object({
+    /** Workspace path of the prompts `launch_rollouts` samples from. */
+    data: z.string(),
+    /** sandbox: the sampler scores episodes itself; judge: the server has them judged against their references. */
+    reward: z.enum(['sandbox', 'judge']),
+  }),
 };
 
 /** A micro task: everything in its folder (data, hidden eval, base model), CPU, minutes. */
@@ -68,12 +74,6 @@ const microTaskFileSchema = z.object({
   baseModel: z.string(),
   trainData: z.string(),
   evalData: z.string(),
-  rollouts: z.object({
-    /** Workspace path of the prompts `launch_rollouts` samples from. */
-    data: z.string(),
-    /** sandbox: the sampler scores episodes itself; judge: the server has them judged against their references. */
-    reward: z.enum(['sandbox', 'judge']),
-  }),
   submission: z.object({
     requiredFiles: z.array(z.string()).min(1),
     maxBytes: z.number().int().positive(),
@@ -208,8 +208,10 @@ interface ServedTask {
   pythonRuntime: TaskRuntime;
   /** What the grading sandbox adds to its fixed layout, and the arguments the grader's entry gets besides it. */
   gradingInputs: { mounts: Mount[]; args: string[] };
-  /** What a submitted checkpoint folder must hold, and its size limits. */
+  /** What a submitted checkpoint folder must hold, and its size limits; `launch_rollouts` takes what it requires too. */
   checkpoint: SnapshotLimits;
+  /** The rollout sampler's arguments after the runtime's Python: its module and what the task adds to the common options. */
+  rolloutSampler: string[];
   defaultLimits: BudgetLimits;
   /** Declared version plus a hash of everything that decides a score, so a changed grader or eval set never reuses old grades. */
   graderVersion: string;
@@ -288,6 +290,7 @@ export function loadTask(dir: string): MicroTask {
       { name: file.env.package, source: paths.env },
     ],
     pythonRuntime: microRuntime,
+    rolloutSampler: ['-m', `${file.env.package}.rollouts`],
     gradingInputs: { mounts: [], args: [] },
     checkpoint: {
       maxBytes,
