@@ -36,6 +36,7 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
         "claude-code, codex, gemini-cli, replay:FILE or command:'…' (reads $A2RL_MCP_CONFIG, $A2RL_PROMPT)",
       )
       .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
+      .option('--base-model <id>', "a full-tier task's base model, a Hugging Face id (default: the task's), prepared by a2rl prepare")
       .option('--model <name>', "the agent's driver model, passed to it (--model) and recorded")
       .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m', budgetOption)
       .option('--label <name>', 'label of the runs (default: the agent and model)')

@@ -174,7 +174,7 @@ export class Engine {
    * serves it yet. A run prepared by a short-lived command is adopted by an HTTP server.
    */
   prepareRun(options: CreateRunOptions): RunRow {
-    const task = this.taskForNewRun(options);
+    const task = this.taskFor(options);
     const limits = parseBudget(options.budget, task.defaultLimits);
     const createdAt = Date.now();
     const id = `${new Date(createdAt).toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}-${randomBytes(3).toString('hex')}`;
@@ -211,7 +211,7 @@ export class Engine {
    * The task a new run gets, checked before anything is written: a full-tier task's runtime and prepared assets are
    * checked, so that a run on missing or changed assets is refused naming the a2rl prepare command.
    */
-  private taskForNewRun({ taskId, baseModel }: CreateRunOptions): Task {
+  taskFor({ taskId, baseModel }: Pick<CreateRunOptions, 'taskId' | 'baseModel'>): Task {
     if (getTaskFile(taskId).tier === 'micro' && baseModel !== undefined) {
       throw new A2rlError('INVALID_INPUT', `${taskId} is a micro-tier task and ships its own base model; drop --base-model.`);
     }

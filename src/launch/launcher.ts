@@ -11,7 +11,6 @@ import { cliEntry } from '../util/paths.js';
 import { eventRecorder } from '../store/events.js';
 import { summarizeRun, type RunSummary } from '../reports/summary.js';
 import { serverVersion } from '../mcp/server.js';
-import { getTask } from '../tasks/task.js';
 import { issueRunToken } from '../mcp/tokens.js';
 import { agentKind, type AgentKind, findExecutable, type McpEndpoint } from './agents.js';
 import { relayEntry, startStdioBridge, type StdioBridge } from './bridge.js';
@@ -23,6 +22,8 @@ export interface LaunchOptions {
   /** claude-code, codex, gemini-cli, replay:FILE or command:'…'. */
   agent: string;
   task: string;
+  /** A full-tier task's base model, a Hugging Face id (default: the task's). */
+  baseModel?: string;
   model?: string;
   budget?: string;
   label?: string;
@@ -67,7 +68,7 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
   const agent = agentKind(options.agent);
   const executable = findExecutable(agent);
   const agentPaths = jailedAgentPaths(executable, options.agentBinds ?? [], engine.home);
-  const task = getTask(options.task);
+  const task = engine.taskFor({ taskId: options.task, baseModel: options.baseModel });
   if (!Number.isInteger(options.repeats) || options.repeats < 1) {
     throw new A2rlError('INVALID_INPUT', '--repeats takes a whole number of runs, at least 1.');
   }
@@ -141,7 +142,7 @@ async function launchWithRetry(engine: Engine, agent: AgentKind, launch: OneLaun
 }
 
 async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, retryOf: string | null): Promise<LaunchedRun> {
-  const row = engine.prepareRun({ taskId: launch.task, budget: launch.budget, label: launch.label });
+  const row = engine.prepareRun({ taskId: launch.task, budget: launch.budget, label: launch.label, baseModel: launch.baseModel });
   const record = eventRecorder(engine.store, row.id, row.created_at);
   const limits = JSON.parse(row.budget) as BudgetLimits;
   const agentDir = join(row.dir, 'agent');
@@ -166,7 +167,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     });
     endpoint = { kind: 'stdio', command: process.execPath, args: [relayEntry, jailSocketPath] };
   }
-  const prompt = taskPrompt(getTask(launch.task), limits, engine.grader.judge.id);
+  const prompt = taskPrompt(engine.taskFor({ taskId: launch.task, baseModel: launch.baseModel }), limits, engine.grader.judge.id);
   writeFileSync(join(agentDir, 'prompt.md'), prompt);
   const invocation = agent.invocation({ endpoint, prompt, model: launch.model, agentDir, homeDir, extraArgs: launch.agentArgs ?? [] });
   for (const file of invocation.files) {
