@@ -121,6 +121,13 @@ export async function executePrograms(
 ): Promise<ExecutionResult[]> {
   const limits = task.grader.execution;
   if (!limits) throw new Error(`task ${task.id} declares no execution limits`);
+  // Before any program runs: a grader of the wrong form fails the grading whole, not problem by problem.
+  if ((!task.env || !task.paths?.env) && items.some((item) => 'calls' in item)) {
+    throw new A2rlError(
+      'GRADING_FAILED',
+      `task ${task.id} has no runner package for items with calls (a micro task's env); its grader must write whole programs, {"id", "split", "program"}`,
+    );
+  }
   const limit = pLimit(limits.concurrency);
   return Promise.all(items.map((item, index) => limit(() => executeOne(backend, task, item, join(scratchDir, `program-${index}`)))));
 }
@@ -137,23 +144,17 @@ async function executeOne(backend: SandboxBackend, task: ExecutingTask, item: Ex
 async function executeCalls(backend: SandboxBackend, task: ExecutingTask, item: CallsItem, dir: string): Promise<ExecutionResult> {
   const limits = task.grader.execution!;
   const total = item.expected.length;
-  if (!task.env || !task.paths?.env) {
-    throw new A2rlError(
-      'GRADING_FAILED',
-      `task ${task.id} has no runner package for items with calls (a micro task's env); its grader must write whole programs, {"id", "split", "program"}`,
-    );
-  }
   writeFileSync(join(dir, 'item.json'), JSON.stringify({ program: item.program, entry_point: item.entry_point, calls: item.calls }));
   const result = await runOnce(backend, {
     name: `exec-${task.id}`,
     mounts: [
       { source: dir, target: `${root}/item`, readOnly: true },
-      { source: task.paths.env, target: `${root}/lib/${task.env.package}`, readOnly: true },
+      { source: task.paths!.env!, target: `${root}/lib/${task.env!.package}`, readOnly: true },
     ],
     // A fixed hash seed keeps set and dict order, and so outputs, the same on every run.
     env: { PYTHONPATH: `${root}/lib`, PYTHONDONTWRITEBYTECODE: '1', PYTHONHASHSEED: '0' },
     workdir: '/tmp',
-    argv: ['/usr/bin/python3', '-m', `${task.env.package}.execute`, `${root}/item/item.json`],
+    argv: ['/usr/bin/python3', '-m', `${task.env!.package}.execute`, `${root}/item/item.json`],
     limits: { cpus: 1, memoryBytes: limits.memoryMb * 2 ** 20, pids: limits.pids, gpus: [] },
     timeoutMs: limits.timeoutSeconds * 1000,
     captureBytes: 1 << 20,
