@@ -51,9 +51,12 @@ export class Grader {
     this.limit = pLimit(concurrency);
   }
 
-  /** The version grades of this task are stored under: the grader's, and the judge's for judged tasks. */
+  /** The version grades of this task are stored under: the grader's, the server's part of it, and the judge's for judged tasks. */
   version(task: Task): string {
-    return graderKind(task.grader.kind).judged ? `${task.graderVersion}/judge:${this.judge.id}` : task.graderVersion;
+    const kind = graderKind(task.grader.kind);
+    // Micro tasks run their programs with their own env package's runner, which their grader version already hashes.
+    const server = task.tier === 'full' && kind.serverPart ? `/${kind.serverPart}` : '';
+    return `${task.graderVersion}${server}${kind.judged ? `/judge:${this.judge.id}` : ''}`;
   }
 
   /** Resolves when every grading started so far has finished. */

@@ -239,14 +239,6 @@ export function libraryMounts(task: Task, root: string): Mount[] {
   return task.libraries.map((library) => ({ source: library.source, target: `${root}/lib/${library.name}`, readOnly: true }));
 }
 
-/** The task as a micro task, for what only micro tasks have (an env package, rollouts, oracles); a full one is refused saying so. */
-export function asMicroTask(task: Task, what: string): MicroTask {
-  if (task.tier !== 'micro') {
-    throw new A2rlError('UNAVAILABLE', `${what} is not available on full-tier tasks yet (${task.id}); it is on micro tasks.`);
-  }
-  return task;
-}
-
 export const emptyLimits: BudgetLimits = { wallSeconds: 0, computeSeconds: 0, submissions: 0, rolloutEpisodes: 0 };
 
 /** Micro tasks run Debian's Python (python3-torch) with their libraries on PYTHONPATH; nothing to mount. */

