@@ -130,6 +130,13 @@ describe('the judge kind on a full-tier task: AlpacaEval 2.0’s length-controll
       expect((missingDifficulty as Error).message).toBe(
         'item public-3 has no instruction_difficulty, which the length-controlled win rate needs: prepare the assets again (a2rl prepare alpacaeval)',
       );
+      const damaged = alpacaeval(null);
+      writeFileSync(join(damaged.paths.evalData, gamedBaselinesFile), '{"preference": "high"}\n');
+      const damagedGamed = await grade(damaged, items).catch((e: unknown) => e);
+      expect(isA2rlError(damagedGamed, 'GRADING_FAILED')).toBe(true);
+      expect((damagedGamed as Error).message).toMatch(
+        /gamed_baselines\.jsonl line 1 is not a gamed baseline row \{"preference", "std_delta_len", "instruction_difficulty"\} of numbers: prepare the assets again \(a2rl prepare alpacaeval\)$/,
+      );
       const noGamed = await grade(alpacaeval(null), items).catch((e: unknown) => e);
       expect(isA2rlError(noGamed, 'GRADING_FAILED')).toBe(true);
       expect((noGamed as Error).message).toMatch(

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { Task, Tier } from '../../tasks/task.js';
@@ -40,6 +40,7 @@ const scorers: Readonly<Record<Tier, (task: Task) => SplitScorer>> = {
     ),
   }),
   full: (task) => {
+    // Read before any judging: assets without it fail the grading before a single judge request is paid for.
     const gamedBaselineRows = readGamedBaselines(join(task.paths.evalData, gamedBaselinesFile), task.id);
     return (items, outcomes) => {
       const records = items.map((item, i) => {
@@ -81,28 +82,30 @@ export const gamedBaselinesFile = 'gamed_baselines.jsonl';
 const gamedRowSchema = z.object({ preference: z.number(), std_delta_len: z.number(), instruction_difficulty: z.number() });
 
 function readGamedBaselines(file: string, taskId: string): GamedBaselineRow[] {
+  const prepareAgain = `prepare the assets again (a2rl prepare ${taskId})`;
   if (!existsSync(file)) {
-    throw new A2rlError(
-      'GRADING_FAILED',
-      `${file} is missing: the length-controlled win rate needs it; prepare the assets again (a2rl prepare ${taskId})`,
-    );
+    throw new A2rlError('GRADING_FAILED', `${file} is missing: the length-controlled win rate needs it; ${prepareAgain}`);
   }
-  let rows;
-  try {
-    rows = readItems(file, gamedRowSchema);
-  } catch (error) {
-    throw new A2rlError(
-      'GRADING_FAILED',
-      `${file} is unreadable (${(error as Error).message}): the length-controlled win rate needs it; prepare the assets again (a2rl prepare ${taskId})`,
-      { cause: error },
-    );
-  }
-  if (rows.length === 0) throw new A2rlError('GRADING_FAILED', `${file} holds no rows: prepare the assets again (a2rl prepare ${taskId})`);
-  return rows.map((r) => ({
-    preference: r.preference,
-    standardisedLengthDelta: r.std_delta_len,
-    instructionDifficulty: r.instruction_difficulty,
-  }));
+  const lines = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim() !== '');
+  if (lines.length === 0) throw new A2rlError('GRADING_FAILED', `${file} holds no rows: ${prepareAgain}`);
+  return lines.map((line, i) => {
+    let parsed;
+    try {
+      parsed = gamedRowSchema.safeParse(JSON.parse(line));
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed?.success) {
+      throw new A2rlError(
+        'GRADING_FAILED',
+        `${file} line ${i + 1} is not a gamed baseline row {"preference", "std_delta_len", "instruction_difficulty"} of numbers: ${prepareAgain}`,
+      );
+    }
+    const row = parsed.data;
+    return { preference: row.preference, standardisedLengthDelta: row.std_delta_len, instructionDifficulty: row.instruction_difficulty };
+  });
 }
 
 /** Python's len(str), as alpaca_eval measures outputs: code points, not UTF-16 units. */
