@@ -11,7 +11,7 @@ import { GpuAllocator } from '../jobs/gpu-allocator.js';
 import { Grader } from '../grading/grader.js';
 import { JobManager } from '../jobs/job-manager.js';
 import type { LogCap } from '../jobs/capped-log.js';
-import { createJudge, type JudgeConfig } from '../grading/judge/registry.js';
+import { createJudge, type JudgeConfig, requireJudgeFor } from '../grading/judge/registry.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { packageRoot } from '../util/paths.js';
 import { eventRecorder } from '../store/events.js';
@@ -212,6 +212,7 @@ export class Engine {
    * checked, so that a run on missing or changed assets is refused naming the a2rl prepare command.
    */
   taskFor({ taskId, baseModel }: Pick<CreateRunOptions, 'taskId' | 'baseModel'>): Task {
+    requireJudgeFor(getTaskFile(taskId), this.grader.judge);
     if (getTaskFile(taskId).tier === 'micro' && baseModel !== undefined) {
       throw new A2rlError('INVALID_INPUT', `${taskId} is a micro-tier task and ships its own base model; drop --base-model.`);
     }

@@ -10,7 +10,7 @@ import { defaultHome } from '../util/paths.js';
  * `models/<org>--<name>/` (the base model), each with a manifest.json of sha256 and bytes per file.
  * The builder version must match hflm.assets.BUILDER_VERSION: assets another builder wrote are refused until prepared again.
  */
-const assetsBuilderVersion = 1;
+const assetsBuilderVersion = 2;
 
 const modelIdPattern = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
 

@@ -7,6 +7,8 @@ What `prepare` writes (`a2rl prepare` runs it):
     <home>/assets/<task>/data/train.jsonl      visible: what the agent's workspace gets
     <home>/assets/<task>/eval/public.jsonl     hidden: the public (feedback) half of the evaluation set
     <home>/assets/<task>/eval/private.jsonl    hidden: the private (final) half
+    <home>/assets/<task>/eval/gamed_baselines.jsonl   alpacaeval only: the length-controlled win rate's
+                                               regularisation rows (see "Length control" below)
     <home>/assets/<task>/manifest.json         sha256 and bytes of each file above, the sources, the builder version
     <home>/models/<org>--<name>/               the base model (safetensors only) and its own manifest.json
 
@@ -21,6 +23,15 @@ step after the download, so the tests, which cannot reach a hub, run all of them
 Evaluation halves: the hidden rows are ranked by sha256 of their id (`Source.id_column`: gsm8k's question,
 humaneval's task_id, alpaca_eval's instruction; ties by source position); even ranks are public, odd ranks
 private, each half kept in source order. The rule needs no list of indices and does not depend on row order.
+
+Length control (alpacaeval): AlpacaEval 2.0's length-controlled win rate (alpaca_eval 0.6.6,
+`length_controlled_v1`) needs each instruction's difficulty and the annotations of two length-gamed
+baselines, both from alpaca_eval's `df_gamed.csv`, a file of the same dataset repo
+(<snapshot>/datasets/tatsu-lab/alpaca_eval/df_gamed.csv). It is read as alpaca_eval reads it
+(pandas.read_csv; the difficulty of the row at source position i is drop_duplicates("index")'s row i),
+each hidden row gets its `instruction_difficulty`, and every row of the file goes to
+eval/gamed_baselines.jsonl as {"preference", "std_delta_len", "instruction_difficulty"}, which the
+server's judge kind fits the GLM with.
 
 Every check runs before anything is written, and the task folder is replaced by a rename, so a refused
 prepare leaves an earlier build as it was.
@@ -40,7 +51,8 @@ from dataclasses import dataclass
 from hflm.model_dir import ModelFolderError, check_model_dir
 
 # Raise when the splits, the files' format or the manifest change: a manifest names the builder that wrote it.
-BUILDER_VERSION = 1
+# 2: alpacaeval's hidden rows carry instruction_difficulty, and eval/gamed_baselines.jsonl is written.
+BUILDER_VERSION = 2
 HUMANEVAL_VISIBLE = 82  # the reference's cut: [:82] visible, [82:] hidden
 ALPACA_VISIBLE = 2000  # the reference's alpaca train[:2000]
 MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -69,6 +81,8 @@ class TaskAssets:
     default_model: str
     visible_rows: slice  # of the visible source's rows
     hidden_rows: slice  # of the hidden source's rows
+    # alpaca_eval's df_gamed.csv, relative to the hidden source's repo, for the length-controlled win rate; or None.
+    length_control: str = None
 
 
 GSM8K_COLUMNS = ("question", "answer")
@@ -100,8 +114,11 @@ TASKS = {
         default_model="Qwen/Qwen2.5-1.5B-Instruct",
         visible_rows=slice(None, ALPACA_VISIBLE),
         hidden_rows=slice(None),
+        length_control="df_gamed.csv",
     ),
 }
+LENGTH_CONTROL_COLUMNS = ("index", "preference", "std_delta_len", "instruction_difficulty")
+GAMED_BASELINES = "eval/gamed_baselines.jsonl"
 
 
 def task_assets(task):
@@ -181,6 +198,43 @@ def load_source(snapshot, source):
     return rows, {os.path.relpath(p, repo_dir): file_entry(p) for p in files}
 
 
+def load_length_control(snapshot, source, name, n_rows):
+    """alpaca_eval's df_gamed.csv as alpaca_eval 0.6.6 reads it: (the difficulty of each of the hidden source's
+    n_rows rows, by position; the gamed baselines' rows for the GLM; the file's manifest entry)."""
+    import math
+
+    import pandas as pd
+
+    repo_dir = os.path.join(snapshot, "datasets", source.repo_id)
+    path = os.path.join(repo_dir, name)
+    if not os.path.isfile(path):
+        raise AssetsError(
+            f"{path} is missing: the length-controlled win rate needs alpaca_eval's {name} "
+            f"(hf download {source.repo_id} {name} --repo-type dataset --local-dir {repo_dir})"
+        )
+    try:
+        # pandas' parser, as alpaca_eval's: its floats can differ from Python's in the last bit, which the fit can feel.
+        df = pd.read_csv(path)
+        missing = [c for c in LENGTH_CONTROL_COLUMNS if c not in df.columns]
+        values = df[[c for c in LENGTH_CONTROL_COLUMNS if c in df.columns]].astype(float)
+    except (ValueError, pd.errors.ParserError) as e:
+        raise AssetsError(f"{path} is not alpaca_eval's {name} ({e}): download it again") from None
+    bad = [i for i, row in enumerate(values.itertuples(index=False)) if not all(math.isfinite(v) for v in row)]
+    if missing or bad or len(df) == 0 or not values["preference"].between(0, 1).all():
+        problem = (f"lacks the column(s) {', '.join(missing)}" if missing else f"row {bad[0]} has a value that is no finite number"
+                   if bad else "has no rows" if len(df) == 0 else "has a preference outside [0, 1]")
+        raise AssetsError(f"{path} {problem}; alpaca_eval's {name} has {', '.join(LENGTH_CONTROL_COLUMNS)}: download it again")
+    # alpaca_eval: df.drop_duplicates("index")["instruction_difficulty"][position], a lookup by the kept rows' labels.
+    difficulty = df.drop_duplicates("index")["instruction_difficulty"]
+    absent = [i for i in range(n_rows) if i not in difficulty.index]
+    if absent:
+        raise AssetsError(f"{path} gives no instruction difficulty for row {absent[0]} of the {n_rows} evaluation rows "
+                          f"(alpaca_eval would fail on it too): is it the file of the same {source.repo_id} revision?")
+    gamed = [{"preference": float(r.preference), "std_delta_len": float(r.std_delta_len),
+              "instruction_difficulty": float(r.instruction_difficulty)} for r in values.itertuples(index=False)]
+    return [float(difficulty[i]) for i in range(n_rows)], gamed, {name: file_entry(path)}
+
+
 def split_public_private(rows, id_column):
     ranked = sorted(range(len(rows)), key=lambda i: (hashlib.sha256(rows[i][id_column].encode("utf-8")).hexdigest(), i))
     public = {i for rank, i in enumerate(ranked) if rank % 2 == 0}
@@ -212,6 +266,13 @@ def build_splits(task, snapshot, home, revisions=None):
     spec = task_assets(task)
     visible, visible_files = load_source(snapshot, spec.visible)
     hidden, hidden_files = (visible, visible_files) if spec.hidden == spec.visible else load_source(snapshot, spec.hidden)
+    extra_outputs = {}
+    if spec.length_control:
+        # Before the cut: difficulties follow the source's positions, as alpaca_eval's records do.
+        difficulties, gamed, found = load_length_control(snapshot, spec.hidden, spec.length_control, len(hidden))
+        hidden = [{**row, "instruction_difficulty": d} for row, d in zip(hidden, difficulties)]
+        hidden_files = {**hidden_files, **found}
+        extra_outputs[GAMED_BASELINES] = gamed
     visible, hidden = visible[spec.visible_rows], hidden[spec.hidden_rows]
     if not visible or not hidden:
         raise AssetsError(f"{snapshot}: {task}'s sources leave an empty split ({len(visible)} visible, "
@@ -222,7 +283,7 @@ def build_splits(task, snapshot, home, revisions=None):
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     build_dir = tempfile.mkdtemp(prefix=f".{task}.building-", dir=os.path.dirname(dest))
     try:
-        outputs = {"data/train.jsonl": visible, "eval/public.jsonl": public, "eval/private.jsonl": private}
+        outputs = {"data/train.jsonl": visible, "eval/public.jsonl": public, "eval/private.jsonl": private, **extra_outputs}
         files = {}
         for name, rows in outputs.items():
             write_jsonl(os.path.join(build_dir, name), rows)
@@ -292,6 +353,8 @@ def download(task, model_id, snapshot):
     patterns = {}
     for source in (spec.visible, spec.hidden):
         patterns.setdefault(source.repo_id, set()).add(source.pattern)
+    if spec.length_control:
+        patterns[spec.hidden.repo_id].add(spec.length_control)
     for repo_id, repo_patterns in patterns.items():
         revisions[repo_id] = api.dataset_info(repo_id).sha  # pinned, so the files all come from one commit
         snapshot_download(repo_id, repo_type="dataset", revision=revisions[repo_id], allow_patterns=sorted(repo_patterns),

@@ -20,6 +20,8 @@ export type Preference = 'a' | 'b' | 'tie';
 export interface Judge {
   /** Names the judge in every grade it contributes to: grades by different judges never mix. */
   readonly id: string;
+  /** Which of the registry's judges this is. */
+  readonly kind: 'rubric' | 'llm';
   /** One preference per query, in order. */
   prefer(task: Task, queries: PairwiseQuery[]): Promise<Preference[]>;
 }

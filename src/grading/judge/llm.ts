@@ -55,6 +55,7 @@ class RetryableError extends Error {
  */
 export class LlmJudge implements Judge {
   readonly id: string;
+  readonly kind = 'llm';
   private readonly limit: ReturnType<typeof pLimit>;
 
   constructor(

@@ -14,6 +14,7 @@ const root = '/opt/a2rl';
  */
 export class RubricJudge implements Judge {
   readonly id = 'rubric';
+  readonly kind = 'rubric';
 
   constructor(
     private readonly backend: SandboxBackend,

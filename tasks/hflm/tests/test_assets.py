@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
 sys.path.insert(0, HERE)
 
 import fixture_hub  # noqa: E402
+import fixture_length_control  # noqa: E402
 from hflm import assets  # noqa: E402
 
 MODEL = fixture_hub.FIXTURE_MODEL
@@ -25,6 +26,7 @@ FIXTURE = None  # written once for the module (the tiny model takes about 2 s)
 def setUpModule():
     global FIXTURE
     FIXTURE = fixture_hub.write(tempfile.mkdtemp(prefix="hflm-hub-"))
+    fixture_length_control.write(FIXTURE, fixture_hub.COUNTS["alpaca_eval"])
 
 
 def tearDownModule():
@@ -93,8 +95,18 @@ class Splits(Base):
         self.assertEqual(visible, [{k: r[k] for k in ("instruction", "input", "output")} for r in fixture_hub.alpaca_rows(2000)])
         public, private = self.halves("alpacaeval")
         baseline = fixture_hub.alpaca_eval_rows(fixture_hub.COUNTS["alpaca_eval"])
-        self.assert_halves_follow_the_rule(baseline, public, private, "instruction")
+        # Each instruction carries its difficulty from df_gamed.csv, by its position in the source.
+        hidden = [{**{k: r[k] for k in ("instruction", "output", "generator", "dataset")},
+                   "instruction_difficulty": fixture_length_control.difficulty(i)} for i, r in enumerate(baseline)]
+        self.assert_halves_follow_the_rule(hidden, public, private, "instruction")
         self.assertEqual(len(public) + len(private), len(baseline))
+        gamed = self.split("alpacaeval", "eval/gamed_baselines.jsonl")
+        self.assertEqual(gamed, [{k: r[k] for k in ("preference", "std_delta_len", "instruction_difficulty")}
+                                 for r in fixture_length_control.rows(len(baseline))])
+        with open(os.path.join(self.home, "assets", "alpacaeval", "manifest.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual(manifest["files"]["eval/gamed_baselines.jsonl"]["rows"], 2 * len(baseline))
+        self.assertEqual(list(manifest["sources"][1]["files"]), ["alpaca_eval_gpt4_baseline.json", "df_gamed.csv"])
 
     def test_two_builds_are_byte_identical(self):
         other = tempfile.mkdtemp(prefix="hflm-home-")
@@ -157,7 +169,7 @@ class Verify(Base):
         manifest["builder_version"] = 0
         with open(manifest_path, "w") as f:
             json.dump(manifest, f)
-        self.assertEqual(assets.verify("gsm8k", self.home), [f"{manifest_path} was written by builder version 0, this is 1"])
+        self.assertEqual(assets.verify("gsm8k", self.home), [f"{manifest_path} was written by builder version 0, this is {assets.BUILDER_VERSION}"])
 
     def test_the_command_line_exits_1_naming_the_problem(self):
         self.assertEqual(assets.main(["verify", "gsm8k", "--home", self.home]), 1)
@@ -190,6 +202,20 @@ class Refusals(Base):
         snapshot = self.broken_snapshot()
         shutil.rmtree(os.path.join(snapshot, "datasets", "openai", "gsm8k", "main"))
         self.assert_refused_changing_nothing(r"has no main/train-\*\.parquet: the snapshot must hold the dataset repo's own files", from_dir=snapshot)
+
+    def test_alpacaeval_without_df_gamed_or_with_one_of_fewer_instructions(self):
+        snapshot = self.broken_snapshot()
+        gamed = os.path.join(snapshot, fixture_length_control.PATH)
+        os.remove(gamed)
+        self.assert_refused_changing_nothing(r"df_gamed\.csv is missing: the length-controlled win rate needs alpaca_eval's df_gamed\.csv "
+                                             r"\(hf download tatsu-lab/alpaca_eval df_gamed\.csv", task="alpacaeval", from_dir=snapshot)
+        fixture_length_control.write(snapshot, fixture_hub.COUNTS["alpaca_eval"] - 1)
+        self.assert_refused_changing_nothing(r"gives no instruction difficulty for row 8 of the 9 evaluation rows", task="alpacaeval",
+                                             from_dir=snapshot)
+        with open(gamed, "w") as f:
+            f.write("model,index,preference\ngamed,0,0.5\n")
+        self.assert_refused_changing_nothing(r"lacks the column\(s\) std_delta_len, instruction_difficulty", task="alpacaeval",
+                                             from_dir=snapshot)
 
     def test_a_file_of_the_wrong_schema(self):
         snapshot = self.broken_snapshot()
