@@ -7,7 +7,7 @@ import { fullTierRuntimeTarget, resolveFullTask } from '../src/tasks/full-task.j
 import { hashDirectory } from '../src/util/hashing.js';
 import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { fixtureModelId, writeFixtureHub } from './helpers/fixture-hub.js';
-import { call, startServer, waitScore } from './helpers/mcp.js';
+import { call, startServer, waitJob, waitScore } from './helpers/mcp.js';
 import { defaultLimits, makeSandbox, run, tempDir } from './helpers/sandbox.js';
 
 // A full-tier task resolved for a run: its prepared assets checked, its paths, and its runtime in a real sandbox.
@@ -55,6 +55,13 @@ describe('full-tier task: assets and runtime for a run', () => {
     });
     expect(micro.status).toBe(1);
     expect(micro.stderr).toContain('micro-gsm8k is a micro-tier task and ships its own base model; drop --base-model.');
+    // A full-tier judged task never falls back to the rubric judge.
+    const judged = spawnSync('node', [cliEntry, '--home', home, 'runs', 'create', '--task', 'alpacaeval'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(judged.status).toBe(1);
+    expect(judged.stderr).toContain('alpacaeval grades with an LLM judge: start it with --judge llm --judge-url URL --judge-model NAME');
     expect(existsSync(join(home, 'runs')), 'a refused run leaves no run folder').toBe(false);
   });
 
@@ -126,6 +133,14 @@ describe('full-tier task: assets and runtime for a run', () => {
       expect(output).toContain('imports ok');
       const brief = await call(client, 'read_file', { path: 'instructions.md' });
       expect(brief.structured.content).toContain(`the base model, \`${fixtureModelId}\``);
+
+      // launch_rollouts with hflm's sampler: the grader's prompt, sampled, scored by the task's reward.
+      const rollouts = await call(client, 'launch_rollouts', { checkpoint: 'models/base', episodes: 4, group_size: 2 });
+      expect(rollouts.isError, rollouts.text).toBe(false);
+      const batch = (await waitJob(client, rollouts.structured.job_id)) as Record<string, any>;
+      expect(batch.state, JSON.stringify(batch)).toBe('succeeded');
+      expect(batch.result.episodes).toBe(4);
+      expect([0, 0.25, 0.5, 0.75, 1]).toContain(batch.result.mean_reward);
 
       await call(client, 'write_file', { path: 'code/make.py', content: makeCheckpoints });
       const made = await call(client, 'exec', { command: 'python3 code/make.py' });

@@ -22,7 +22,6 @@ sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for fixture_hub
 
 import fixture_hub  # noqa: E402
-import fixture_length_control  # noqa: E402
 from hflm import alpacaeval, assets  # noqa: E402
 
 GENERATE = os.path.join(TASK, "grader", "generate.py")
@@ -32,7 +31,6 @@ HOME = HUB = None  # prepared once for the module (the tiny model takes about 2 
 def setUpModule():
     global HOME, HUB
     HUB = fixture_hub.write(tempfile.mkdtemp(prefix="alpacaeval-hub-"))
-    fixture_length_control.write(HUB, fixture_hub.COUNTS["alpaca_eval"])  # not in fixture_hub.write yet
     HOME = tempfile.mkdtemp(prefix="alpacaeval-home-")
     assets.prepare("alpacaeval", HOME, fixture_hub.FIXTURE_MODEL, HUB)
 

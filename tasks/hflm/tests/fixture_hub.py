@@ -3,7 +3,7 @@
     .venv-full/bin/python tasks/hflm/tests/fixture_hub.py DIR      # what test/helpers/fixture-hub.ts runs
 
 Writes the layout hflm.assets reads (--from DIR): datasets/<repo id>/<the repo's files> as parquet (and
-alpaca_eval's JSON), and models/<FIXTURE_MODEL>/ built by hflm.tiny. Row counts are small except where a
+alpaca_eval's JSON and df_gamed.csv, fixture_length_control), and models/<FIXTURE_MODEL>/ built by hflm.tiny. Row counts are small except where a
 cut is tested: humaneval has the real 164 rows, alpaca 2,003 (its visible split is [:2000]).
 """
 
@@ -13,6 +13,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
+sys.path.insert(0, HERE)  # for fixture_length_control, when run as a script
+
+import fixture_length_control  # noqa: E402
 
 FIXTURE_MODEL = "a2rl-fixture/tiny-qwen2"
 COUNTS = {"gsm8k_train": 5, "gsm8k_test": 7, "humaneval": 164, "alpaca": 2003, "alpaca_eval": 9}
@@ -58,6 +61,7 @@ def write(out_dir, counts=COUNTS):
     os.makedirs(os.path.join(datasets, "tatsu-lab/alpaca_eval"), exist_ok=True)
     with open(os.path.join(datasets, "tatsu-lab/alpaca_eval/alpaca_eval_gpt4_baseline.json"), "w") as f:
         json.dump(alpaca_eval_rows(counts["alpaca_eval"]), f, indent=4)
+    fixture_length_control.write(out_dir, counts["alpaca_eval"])
 
     from hflm import tiny
 

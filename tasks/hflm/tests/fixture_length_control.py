@@ -4,8 +4,7 @@
 
 The real file's columns (model, index, preference, std_delta_len, instruction_difficulty, not_gamed_baseline),
 one row per (gamed model, instruction), the instruction's difficulty repeated in both models' rows. The values
-are made up but deterministic. fixture_hub.write does not write it yet; tests that prepare alpacaeval call this
-on the hub folder first.
+are made up but deterministic; fixture_hub.write writes it.
 """
 
 import csv

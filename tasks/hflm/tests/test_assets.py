@@ -26,7 +26,6 @@ FIXTURE = None  # written once for the module (the tiny model takes about 2 s)
 def setUpModule():
     global FIXTURE
     FIXTURE = fixture_hub.write(tempfile.mkdtemp(prefix="hflm-hub-"))
-    fixture_length_control.write(FIXTURE, fixture_hub.COUNTS["alpaca_eval"])
 
 
 def tearDownModule():
