@@ -45,9 +45,9 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 
+from hflm.folders import built_aside
 from hflm.model_dir import ModelFolderError, check_model_dir
 
 # Raise when the splits, the files' format or the manifest change: a manifest names the builder that wrote it.
@@ -248,14 +248,10 @@ def write_jsonl(path, rows):
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def replace_folder(build_dir, dest):
-    """Puts a finished build in place: the old folder goes only once the new one is whole."""
-    old = dest + ".old"
-    shutil.rmtree(old, ignore_errors=True)
-    if os.path.exists(dest):
-        os.rename(dest, old)
-    os.rename(build_dir, dest)
-    shutil.rmtree(old, ignore_errors=True)
+def write_manifest(folder, manifest):
+    with open(os.path.join(folder, "manifest.json"), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2, ensure_ascii=False)
+        f.write("\n")
 
 
 # --- building -------------------------------------------------------------------------------------
@@ -279,10 +275,7 @@ def build_splits(task, snapshot, home, revisions=None):
                           f"{len(hidden)} hidden rows): the snapshot is incomplete; download the repos' files again")
     public, private = split_public_private(hidden, spec.hidden.id_column)
 
-    dest = os.path.join(home, "assets", task)
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    build_dir = tempfile.mkdtemp(prefix=f".{task}.building-", dir=os.path.dirname(dest))
-    try:
+    with built_aside(os.path.join(home, "assets", task)) as build_dir:
         outputs = {"data/train.jsonl": visible, "eval/public.jsonl": public, "eval/private.jsonl": private, **extra_outputs}
         files = {}
         for name, rows in outputs.items():
@@ -298,13 +291,7 @@ def build_splits(task, snapshot, home, revisions=None):
             "public_private_rule": f"hidden rows ranked by sha256 of {spec.hidden.id_column} (ties by position): "
                                    "even ranks public, odd private",
         }
-        with open(os.path.join(build_dir, "manifest.json"), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-        replace_folder(build_dir, dest)
-    except BaseException:
-        shutil.rmtree(build_dir, ignore_errors=True)
-        raise
+        write_manifest(build_dir, manifest)
     return manifest
 
 
@@ -324,9 +311,7 @@ def checked_model_source(snapshot, model_id):
 def import_model(model_id, source, home, revision=None):
     """Copies a checked model folder into <home>/models/<org>--<name>/ with a manifest; returns that folder."""
     dest = model_folder(home, model_id)
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    build_dir = tempfile.mkdtemp(prefix=".building-", dir=os.path.dirname(dest))
-    try:
+    with built_aside(dest) as build_dir:
         files = {}
         for name in sorted(os.listdir(source)):
             path = os.path.join(source, name)
@@ -334,13 +319,7 @@ def import_model(model_id, source, home, revision=None):
                 shutil.copyfile(path, os.path.join(build_dir, name))
                 files[name] = file_entry(os.path.join(build_dir, name))
         manifest = {"model": model_id, "revision": revision, "builder_version": BUILDER_VERSION, "files": files}
-        with open(os.path.join(build_dir, "manifest.json"), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
-        replace_folder(build_dir, dest)
-    except BaseException:
-        shutil.rmtree(build_dir, ignore_errors=True)
-        raise
+        write_manifest(build_dir, manifest)
     return dest
 
 

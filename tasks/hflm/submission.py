@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 
+from hflm.folders import built_aside
 from hflm.model_dir import PICKLE_SUFFIXES
 
 SAFE_SAVE = "model.save_pretrained(dir, safe_serialization=True) and tokenizer.save_pretrained(dir)"
@@ -378,10 +379,7 @@ def materialise(folder, base_dir, out_dir, base_id=None):
     if os.path.lexists(out_dir):
         raise FileExistsError(f"{out_dir} exists: materialise writes a new folder")
     inspection = inspect(folder, base_dir, base_id)
-    partial = out_dir.rstrip("/") + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    os.makedirs(partial)
-    try:
+    with built_aside(out_dir) as partial:
         if inspection.kind == "full":
             for name in inspection.files:
                 if name not in TOKENIZER_FILES:
@@ -396,10 +394,6 @@ def materialise(folder, base_dir, out_dir, base_id=None):
             if name in TOKENIZER_FILES:
                 shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(partial, name))
         repair_tokenizer_config(partial)
-        os.rename(partial, out_dir)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return inspection
 
 

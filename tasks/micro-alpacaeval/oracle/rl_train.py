@@ -10,10 +10,10 @@ rounds (one copy of each distinct (prompt, response)), and fine-tunes the curren
 the pool (loss on the response and its EOS). Such a response ties with a reference that obeys
 everything and beats one that does not: the judge's reward would be 0.5 or 1. Sampling here
 costs compute, not rollout episodes, and finds thousands of them, where judged rollouts
-within the episode budget find a few hundred wins. Keeping responses with a little less
-than full quality (a share of real words down to 45%) teaches misspelt words: measured, it
-gains less for more compute. The references in data/train.jsonl are never read: only the instructions and their
-constraints. Printed before and after each round: the share of held-out training
+within the episode budget find a few hundred wins. Keeping responses of lower quality too
+(a share of real words down to 45%) keeps more of them, so each round trains longer, for
+about the same gain (the task's README has the figures). The references in data/train.jsonl
+are never read: only the instructions and their constraints. Printed before and after each round: the share of held-out training
 instructions whose greedy response gets full marks.
 """
 
