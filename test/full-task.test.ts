@@ -7,8 +7,11 @@ import { fullTierRuntimeTarget, resolveFullTask } from '../src/tasks/full-task.j
 import { hashDirectory } from '../src/util/hashing.js';
 import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { fixtureModelId, writeFixtureHub } from './helpers/fixture-hub.js';
+import { prepareDocker } from './helpers/docker.js';
 import { call, startServer, waitJob, waitScore } from './helpers/mcp.js';
 import { defaultLimits, makeSandbox, run, tempDir } from './helpers/sandbox.js';
+
+const dockerUnavailable = await prepareDocker();
 
 // A full-tier task resolved for a run: its prepared assets checked, its paths, and its runtime in a real sandbox.
 describe('full-tier task: assets and runtime for a run', () => {
@@ -118,57 +121,76 @@ describe('full-tier task: assets and runtime for a run', () => {
   });
 
   it('a run of it is served over stdio: its workspace and runtime, the baseline, a full model and a LoRA adapter graded', async () => {
-    const client = await startServer({ home, task: 'gsm8k', serverArgs: ['--base-model', fixtureModelId] });
-    try {
-      const look = await call(client, 'exec', {
-        command: 'ls data models/base lib; ls /opt/a2rl; command -v python3; python3 -c "import trl, peft, hflm; print(\'imports ok\')"',
-      });
-      expect(look.structured.exit_code, look.structured.output).toBe(0);
-      const output = look.structured.output as string;
-      expect(output).toContain('train.jsonl');
-      expect(output).toContain('model.safetensors');
-      expect(output).toMatch(/^hflm$/m);
-      expect(output).not.toContain('public.jsonl');
-      expect(output).toContain(`${fullTierRuntimeTarget}/bin/python3`);
-      expect(output).toContain('imports ok');
-      const brief = await call(client, 'read_file', { path: 'instructions.md' });
-      expect(brief.structured.content).toContain(`the base model, \`${fixtureModelId}\``);
-
-      // launch_rollouts with hflm's sampler: the grader's prompt, sampled, scored by the task's reward.
-      const rollouts = await call(client, 'launch_rollouts', { checkpoint: 'models/base', episodes: 4, group_size: 2 });
-      expect(rollouts.isError, rollouts.text).toBe(false);
-      const batch = (await waitJob(client, rollouts.structured.job_id)) as Record<string, any>;
-      expect(batch.state, JSON.stringify(batch)).toBe('succeeded');
-      expect(batch.result.episodes).toBe(4);
-      expect([0, 0.25, 0.5, 0.75, 1]).toContain(batch.result.mean_reward);
-
-      await call(client, 'write_file', { path: 'code/make.py', content: makeCheckpoints });
-      const made = await call(client, 'exec', { command: 'python3 code/make.py' });
-      expect(made.structured.exit_code, made.structured.output).toBe(0);
-      const pickled = await call(client, 'submit_artifact', { path: 'output/pickled' });
-      expect(pickled.isError).toBe(true);
-      expect(pickled.text).toMatch(/output\/pickled\/pytorch_model\.bin: pickled weights are never loaded .*safe_serialization=True/);
-      const unchanged = await call(client, 'submit_artifact', { path: 'models/base' });
-      expect(unchanged.text).toMatch(/is the base model unchanged/);
-      const ids: string[] = [];
-      for (const path of ['output/full', 'output/lora']) {
-        const submitted = await call(client, 'submit_artifact', { path });
-        expect(submitted.isError, submitted.text).toBe(false);
-        ids.push(submitted.structured.submission_id as string);
-      }
-      expect((await call(client, 'budget_status')).structured.submissions.used, 'refused folders cost no submission').toBe(2);
-      for (const id of ids) {
-        const score = (await waitScore(client, id)).submissions[0];
-        expect(score.state, JSON.stringify(score)).toBe('graded');
-        expect(score.metrics.total).toBeGreaterThan(0);
-      }
-      const scores = (await call(client, 'get_score')).structured;
-      expect(scores.baseline.state).toBe('graded');
-    } finally {
-      await client.close();
-    }
+    await playServedRun(home, []);
   });
+
+  it.skipIf(dockerUnavailable)(
+    `the same on the Docker backend: the runtime mounts into the image, jobs and gradings run in containers${dockerUnavailable ? ` (skipped: ${dockerUnavailable})` : ''}`,
+    { timeout: 600_000 },
+    async () => {
+      const dockerHome = tempDir('home-docker');
+      const prepared = spawnSync('node', [cliEntry, '--home', dockerHome, 'prepare', 'gsm8k', '--from', hub, '--model', fixtureModelId], {
+        encoding: 'utf8',
+      });
+      expect(prepared.status, prepared.stderr).toBe(0);
+      await playServedRun(dockerHome, ['--sandbox', 'docker']);
+      rmSync(dockerHome, { recursive: true, force: true });
+    },
+  );
 });
+
+/** A served gsm8k run as an agent plays it: look around, sample rollouts, submit refused and accepted folders, read the scores. */
+async function playServedRun(home: string, serverArgs: string[]): Promise<void> {
+  const client = await startServer({ home, task: 'gsm8k', serverArgs: ['--base-model', fixtureModelId, ...serverArgs] });
+  try {
+    const look = await call(client, 'exec', {
+      command: 'ls data models/base lib; ls /opt/a2rl; command -v python3; python3 -c "import trl, peft, hflm; print(\'imports ok\')"',
+    });
+    expect(look.structured.exit_code, look.structured.output).toBe(0);
+    const output = look.structured.output as string;
+    expect(output).toContain('train.jsonl');
+    expect(output).toContain('model.safetensors');
+    expect(output).toMatch(/^hflm$/m);
+    expect(output).not.toContain('public.jsonl');
+    expect(output).toContain(`${fullTierRuntimeTarget}/bin/python3`);
+    expect(output).toContain('imports ok');
+    const brief = await call(client, 'read_file', { path: 'instructions.md' });
+    expect(brief.structured.content).toContain(`the base model, \`${fixtureModelId}\``);
+
+    // launch_rollouts with hflm's sampler: the grader's prompt, sampled, scored by the task's reward.
+    const rollouts = await call(client, 'launch_rollouts', { checkpoint: 'models/base', episodes: 4, group_size: 2 });
+    expect(rollouts.isError, rollouts.text).toBe(false);
+    const batch = (await waitJob(client, rollouts.structured.job_id)) as Record<string, any>;
+    expect(batch.state, JSON.stringify(batch)).toBe('succeeded');
+    expect(batch.result.episodes).toBe(4);
+    expect([0, 0.25, 0.5, 0.75, 1]).toContain(batch.result.mean_reward);
+
+    await call(client, 'write_file', { path: 'code/make.py', content: makeCheckpoints });
+    const made = await call(client, 'exec', { command: 'python3 code/make.py' });
+    expect(made.structured.exit_code, made.structured.output).toBe(0);
+    const pickled = await call(client, 'submit_artifact', { path: 'output/pickled' });
+    expect(pickled.isError).toBe(true);
+    expect(pickled.text).toMatch(/output\/pickled\/pytorch_model\.bin: pickled weights are never loaded .*safe_serialization=True/);
+    const unchanged = await call(client, 'submit_artifact', { path: 'models/base' });
+    expect(unchanged.text).toMatch(/is the base model unchanged/);
+    const ids: string[] = [];
+    for (const path of ['output/full', 'output/lora']) {
+      const submitted = await call(client, 'submit_artifact', { path });
+      expect(submitted.isError, submitted.text).toBe(false);
+      ids.push(submitted.structured.submission_id as string);
+    }
+    expect((await call(client, 'budget_status')).structured.submissions.used, 'refused folders cost no submission').toBe(2);
+    for (const id of ids) {
+      const score = (await waitScore(client, id)).submissions[0];
+      expect(score.state, JSON.stringify(score)).toBe('graded');
+      expect(score.metrics.total).toBeGreaterThan(0);
+    }
+    const scores = (await call(client, 'get_score')).structured;
+    expect(scores.baseline.state).toBe('graded');
+  } finally {
+    await client.close();
+  }
+}
 
 /** What an agent's job writes: a changed full model, a LoRA adapter (random, not zero, so it changes the model) and pickled weights. */
 const makeCheckpoints = `
