@@ -43,17 +43,25 @@ if [ ! -f "$agents_stamp" ] || [ "$(cat "$agents_stamp")" != "$agents" ]; then
 fi
 
 # The full tier's Python runtime (tasks/hflm/requirements.txt, exact pins) in .venv-full, built
-# with the system Python the sandbox runs. Rebuilt only when the pins change: the stamp, written
-# last, holds their hash, so an interrupted build is redone. PIP_RETRIES=0: an index that cannot
-# be reached fails at once instead of being retried for minutes. About 30 s from a local index.
+# with the system Python the sandbox runs; every sandbox backend mounts it read-only. On a host
+# where nvidia-smi lists a GPU it gets vLLM too (requirements-gpu.txt, which brings the CUDA torch
+# vLLM was built against); A2RL_FULL_GPU=1 or 0 overrides that guess. Rebuilt only when the pins
+# change: the stamp, written last, holds their hash, so an interrupted build is redone.
+# PIP_RETRIES=0: an index that cannot be reached fails at once instead of being retried for
+# minutes. About 30 s from a local index.
 venv=.venv-full
 venv_stamp=$venv/.a2rl-requirements.sha256
-venv_want=$(sha256sum tasks/hflm/requirements.txt | cut -d' ' -f1)
+gpu=${A2RL_FULL_GPU:-$(nvidia-smi -L >/dev/null 2>&1 && echo 1 || echo 0)}
+pins=tasks/hflm/requirements.txt
+[ "$gpu" = 1 ] && pins="$pins tasks/hflm/requirements-gpu.txt"
+venv_want=$(cat $pins | sha256sum | cut -d' ' -f1)
 if [ ! -f "$venv_stamp" ] || [ "$(cat "$venv_stamp")" != "$venv_want" ]; then
-  echo "setup: building $venv from tasks/hflm/requirements.txt" >&2
+  echo "setup: building $venv from $pins" >&2
   rm -rf "$venv"
   /usr/bin/python3 -m venv "$venv"
-  PIP_RETRIES=0 "$venv/bin/pip" install --quiet --no-input -r tasks/hflm/requirements.txt >&2
+  for file in $pins; do
+    PIP_RETRIES=0 "$venv/bin/pip" install --quiet --no-input -r "$file" >&2
+  done
   echo "$venv_want" > "$venv_stamp"
 fi
 

@@ -7,7 +7,7 @@ import { A2rlError } from '../../src/util/errors.js';
 import { packageRoot } from '../../src/util/paths.js';
 
 /** Image definitions in sandbox/images/<name>/Dockerfile, and the tag each is built as. */
-export const imageNames = ['micro', 'gpu'] as const;
+export const imageNames = ['micro'] as const;
 export type ImageName = (typeof imageNames)[number];
 export const imageTag = (name: ImageName) => `a2rl/${name}:latest`;
 
@@ -23,9 +23,9 @@ export interface BuildOptions {
 }
 
 /**
- * Builds an image definition into the engine. `micro` starts from a debootstrap minbase
- * root filesystem imported into the engine (made once, then reused); `gpu` starts from
- * its registry base (CUDA), for GPU hosts with registry access.
+ * Builds an image definition into the engine, from a debootstrap minbase root filesystem imported into the engine
+ * (made once, then reused). The full tier needs no image of its own: its pinned runtime (.venv-full, CUDA torch and
+ * vLLM on GPU hosts) is mounted read-only into this one, as into a bubblewrap sandbox.
  */
 export async function buildImage(docker: Docker, name: ImageName, options: BuildOptions): Promise<void> {
   if (!options.force && (await hasImage(docker, imageTag(name)))) {

@@ -32,7 +32,7 @@ export function addHostCommands(program: Command): void {
     .command('images')
     .description('sandbox images of the docker backend (sandbox/images/)')
     .command('build <name>')
-    .description('build an image into the local Docker engine: micro (no registry needed: debootstrap, then its Dockerfile) or gpu')
+    .description('build an image into the local Docker engine: micro (no registry needed: debootstrap, then its Dockerfile)')
     .option('--force', 'rebuild even when the image exists')
     .action(async (name: string, options: { force?: boolean }) => {
       if (!imageNames.includes(name as ImageName)) {
