@@ -6,31 +6,42 @@ import { baselineGradeOf } from '../src/core/submissions.js';
 import { Store } from '../src/store/store.js';
 import { getTaskFile, listTaskIds, type FullTaskFile } from '../src/tasks/task.js';
 import { cliEntry, tasksRoot } from '../src/util/paths.js';
-import { fixtureModelId, writeFixtureHub } from './helpers/fixture-hub.js';
+import { prepareDocker } from './helpers/docker.js';
+import { writeFixtureHub } from './helpers/fixture-hub.js';
 import { startServer } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
 
-/** Full-tier tasks with a CPU smoke profile. */
-const smokeTasks = listTaskIds('full').filter((id) => (getTaskFile(id) as FullTaskFile).smoke !== undefined);
+const dockerUnavailable = await prepareDocker();
+
+/** Full-tier tasks with a CPU smoke profile, on each sandbox backend. */
+const smokeRuns = listTaskIds('full')
+  .filter((id) => (getTaskFile(id) as FullTaskFile).smoke !== undefined)
+  .flatMap((id) => [
+    [id, 'bwrap'],
+    [id, 'docker'],
+  ]);
 
 // Each full task end to end on CPU: assets prepared (the real prepare code) from the fixture hub's learnable smoke
-// profile, the run served over stdio on the tiny model, the oracle replay training with TRL in the sandbox and
-// submitting a full model and a LoRA adapter, each graded by the task's own grader.
+// profile, the run served over stdio on the profile's tiny model, the oracle replay training with TRL in the sandbox
+// and submitting a full model and a LoRA adapter, each graded by the task's own grader.
 describe('full tier smoke profile', () => {
-  it.each(smokeTasks)(
-    '%s: the smoke oracle beats the baseline by its margin with a full model and with a LoRA adapter',
+  let hub: string | undefined;
+
+  it.each(smokeRuns)(
+    '%s on %s: the smoke oracle beats the baseline by its margin with a full model and with a LoRA adapter',
     { timeout: 30 * 60_000 },
-    async (taskId) => {
-      const task = getTaskFile(taskId) as FullTaskFile;
-      const smoke = task.smoke!;
+    async (taskId, backend) => {
+      if (backend === 'docker' && dockerUnavailable) return expect(process.env.A2RL_REQUIRE_DOCKER).not.toBe('1');
+      const smoke = (getTaskFile(taskId) as FullTaskFile).smoke!;
       const home = tempDir('smoke');
-      const hub = writeFixtureHub('smoke');
-      const prepared = spawnSync('node', [cliEntry, '--home', home, 'prepare', taskId, '--from', hub, '--model', fixtureModelId], {
+      hub ??= writeFixtureHub('smoke');
+      const prepared = spawnSync('node', [cliEntry, '--home', home, 'prepare', taskId, '--from', hub, '--model', smoke.model], {
         encoding: 'utf8',
       });
       expect(prepared.status, prepared.stderr).toBe(0);
 
-      const client = await startServer({ home, task: taskId, label: 'smoke', serverArgs: ['--base-model', fixtureModelId] });
+      const serverArgs = ['--base-model', smoke.model, '--sandbox', backend];
+      const client = await startServer({ home, task: taskId, label: 'smoke', serverArgs });
       let runId = '';
       try {
         await playReplay(client, loadReplay(join(tasksRoot, taskId, smoke.replay)), {
@@ -44,16 +55,16 @@ describe('full tier smoke profile', () => {
       const store = new Store(join(home, 'store.sqlite'));
       try {
         const run = store.getRun(runId)!;
-        expect(run.base_model).toBe(fixtureModelId);
-        const baseline = baselineGradeOf(store, run)!;
+        expect(run.base_model).toBe(smoke.model);
+        const baseline = baselineGradeOf(store, run);
         expect(baseline, 'the baseline is graded').toBeDefined();
         const submissions = store.listSubmissions(runId);
         expect(submissions.map((s) => s.path)).toEqual(['output/full', 'output/lora']);
         for (const submission of submissions) {
-          const grade = store.getGrade(taskId, run.grader_version, submission.content_hash)!;
           expect(submission.state, `${submission.path}: ${submission.error}`).toBe('graded');
-          expect(grade.public_score - baseline.public_score, `${submission.path} public`).toBeGreaterThanOrEqual(smoke.minImprovement);
-          expect(grade.private_score - baseline.private_score, `${submission.path} private`).toBeGreaterThanOrEqual(smoke.minImprovement);
+          const grade = store.getGrade(taskId, run.grader_version, submission.content_hash)!;
+          expect(grade.public_score - baseline!.public_score, `${submission.path} public`).toBeGreaterThanOrEqual(smoke.minImprovement);
+          expect(grade.private_score - baseline!.private_score, `${submission.path} private`).toBeGreaterThanOrEqual(smoke.minImprovement);
         }
         expect(store.listJobs(runId).map((job) => job.kind)).toEqual(expect.arrayContaining(['exec', 'training', 'grading']));
       } finally {

@@ -137,9 +137,10 @@ const fullTaskFileSchema = z
       .strict(),
     /**
      * The CPU smoke profile CI plays: this replay, on assets prepared from the fixture hub's smoke profile (a learnable
-     * fixture and a tiny model), must beat the baseline by `minImprovement` points with each submission it makes.
+     * fixture, tasks/hflm/tests/fixture_hub.py) with its tiny `model`, must beat the baseline by `minImprovement`
+     * points with each submission it makes.
      */
-    smoke: z.object({ replay: z.string(), minImprovement: z.number().positive() }).strict().optional(),
+    smoke: z.object({ replay: z.string(), model: hfModelId, minImprovement: z.number().positive() }).strict().optional(),
   })
   .strict();
 
