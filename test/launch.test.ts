@@ -522,6 +522,15 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
     // Refused before anything was opened: no store, no run.
     expect(existsSync(join(lonely, 'store.sqlite'))).toBe(false);
     expect(existsSync(join(lonely, 'runs'))).toBe(false);
+    // Parallel runs over stdio have a server each: they must not be handed the same GPUs.
+    const sharedGpus = await a2rl(
+      ['run', '--agent', 'command:true', '--task', 'micro-gsm8k', '--gpus', '0', '--parallel', '2'],
+      {},
+      lonely,
+    );
+    expect(sharedGpus.code).toBe(1);
+    expect(sharedGpus.stderr).toContain("would give each run's own server the same GPUs; add --transport http");
+    expect(existsSync(join(lonely, 'runs'))).toBe(false);
   });
 });
 

@@ -11,6 +11,7 @@ import {
   sandboxArgs,
   type SandboxOptions,
   budgetOption,
+  gpusOption,
   type CliContext,
   idleSecondsOption,
   judgeArgs,
@@ -38,6 +39,7 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
       .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
       .option('--base-model <id>', "a full-tier task's base model, a Hugging Face id (default: the task's), prepared by a2rl prepare")
       .option('--model <name>', "the agent's driver model, passed to it (--model) and recorded")
+      .option('--gpus <list>', "host GPU indices the runs' servers may give jobs and gradings, e.g. 0,1 (as serve --gpus)", gpusOption)
       .option('--budget <spec>', 'limits over the task default, e.g. wall=30m,compute=20m', budgetOption)
       .option('--label <name>', 'label of the runs (default: the agent and model)')
       .option('--repeats <n>', 'independent runs to make', wholeNumberOption, 1)
@@ -71,6 +73,7 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
         json?: boolean;
         agentArg: string[];
         agentBind: string[];
+        gpus?: number[];
       } & JudgeOptions &
         SandboxOptions,
     ) => {
@@ -90,7 +93,7 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
           graceSeconds: options.grace,
           agentArgs: options.agentArg,
           agentBinds: options.agentBind,
-          serveArgs: [...judgeArgs(options), ...sandboxArgs(options)],
+          serveArgs: [...judgeArgs(options), ...sandboxArgs(options), ...(options.gpus ? ['--gpus', options.gpus.join(',')] : [])],
           onLine: (line) => process.stderr.write(`a2rl run: ${line}\n`),
         });
         process.stdout.write(

@@ -72,6 +72,12 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
   if (!Number.isInteger(options.repeats) || options.repeats < 1) {
     throw new A2rlError('INVALID_INPUT', '--repeats takes a whole number of runs, at least 1.');
   }
+  if (options.parallel > 1 && options.transport === 'stdio' && options.serveArgs.includes('--gpus')) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      "--gpus with --parallel over stdio would give each run's own server the same GPUs; add --transport http, where one server shares them.",
+    );
+  }
   // On a cluster backend the runs' jobs run on its nodes: this host's cores are no limit.
   const maxParallel = engine.backend.scheduler ? Number.MAX_SAFE_INTEGER : cpus().length;
   if (!Number.isInteger(options.parallel) || options.parallel < 1 || options.parallel > maxParallel) {
