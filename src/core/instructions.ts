@@ -73,7 +73,7 @@ ${
   the trajectories (every step's observation, action, reward) land in \`rollouts/\` as JSONL, with each episode's return
   and success, for RL (e.g. GRPO, REINFORCE) or filtered behaviour cloning. Your own code may also step the environment.`
     : `- \`launch_rollouts\` samples completions from a checkpoint${task.tier === 'full' ? ' (a model folder or a LoRA adapter of the base)' : ''} on training prompts and scores them with the task's reward;
-  the trajectories land in \`rollouts/\` as JSONL, for RL (e.g. GRPO) or rejection-sampling fine-tuning.`
+  the trajectories land in \`rollouts/\` as JSONL, for RL (e.g. GRPO) or rejection-sampling fine-tuning${task.tier === 'full' ? ' (the sampler and its fields: `lib/hflm/rollouts.py`; `gpus` gives it GPUs where the server has them)' : ''}.`
 }
 - \`submit_artifact\` snapshots a checkpoint folder (e.g. \`output/final\`) and queues it for grading; \`get_score\` shows
   its score on the public half of the evaluation set (pass \`wait_seconds\` to wait for it), the best so far, and the baseline.
