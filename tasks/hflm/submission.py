@@ -259,6 +259,9 @@ def check_adapter_fits(folder, adapter_config, adapter_shapes, base_shapes, base
         name = re.sub(r"^base_model\.model\.", "", key)
         part = next((p for p in LORA_PARTS if name.endswith(p)), None)
         module = name[: -len(part)] if part else re.sub(r"\.weight$", "", name)
+        # PEFT saves the wrapped base layer of an adapted lm_head or embedding too (save_embedding_layers="auto"):
+        # a full copy of that base tensor.
+        module = re.sub(r"\.base_layer$", "", module)
         base_key = module + ".weight"
         if base_key not in base_shapes and module == "lm_head":
             base_key = "model.embed_tokens.weight"

@@ -159,6 +159,20 @@ class Adapters(unittest.TestCase):
                 self.assertEqual(a.read(), b.read(), f"{name}: the merge is not deterministic")
 
 
+    def test_an_adapter_of_lm_head_saved_as_peft_saves_it_by_default_is_accepted(self):
+        # PEFT then stores lm_head's base layer beside its LoRA weights (save_embedding_layers="auto").
+        torch.manual_seed(0)
+        base = AutoModelForCausalLM.from_pretrained(BASE, dtype=torch.float32)
+        adapter = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "lm_head"], init_lora_weights=False))
+        adapter.eval()
+        with torch.no_grad():
+            expected = adapter(IDS).logits
+        folder = os.path.join(ROOT, "adapter-lm-head")
+        adapter.save_pretrained(folder)
+        out = os.path.join(ROOT, "adapter-lm-head-out")
+        self.assertEqual(materialise(folder, BASE, out, BASE_ID).kind, "lora")
+        torch.testing.assert_close(logits(out), expected, atol=1e-5, rtol=0)
+
     def test_an_adapter_with_its_own_tokenizer_keeps_it_repaired(self):
         folder = copy_of(ADAPTER, "adapter-tokenizer")
         for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
