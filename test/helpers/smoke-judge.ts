@@ -13,7 +13,7 @@ import { startFakeLlm } from './fake-llm.js';
  */
 
 /** The kinds and their members: fixture_smoke_alpacaeval.KINDS, which this must match. */
-const smokeKinds: Readonly<Record<string, readonly string[]>> = {
+export const smokeKinds: Readonly<Record<string, readonly string[]>> = {
   colour: ['red', 'blue', 'green', 'yellow'],
   fruit: ['apple', 'banana', 'cherry', 'mango'],
   animal: ['cat', 'dog', 'horse', 'tiger'],
