@@ -1,8 +1,8 @@
 """alpacaeval's CPU smoke profile for a fixture hub: alpaca and alpaca_eval rows a tiny model learns from in a minute.
 
-    fixture_smoke_alpacaeval.write(hub_dir)    # fixture_hub.write(profile="smoke") calls it
+    fixture_smoke_alpacaeval.write(hub_dir)    # fixture_hub.write(profile="smoke") calls it, after its own files
 
-Writes, in the exact formats hflm.assets reads, over whatever the hub holds there:
+Writes, in the exact formats hflm.assets reads, replacing what the hub holds there:
 - datasets/tatsu-lab/alpaca/data/train-00000-of-00001-a09b74b3ef9c3b56.parquet: 2,003 rows {instruction, input,
   output, text} (the visible split is [:2000]), text in Alpaca's own prompt format, input empty;
 - datasets/tatsu-lab/alpaca_eval/alpaca_eval_gpt4_baseline.json: EVAL_ROWS rows {instruction, output, generator,
@@ -10,11 +10,12 @@ Writes, in the exact formats hflm.assets reads, over whatever the hub holds ther
 - models/SMOKE_MODEL/: a random tiny Qwen2 (hflm.tiny) whose tokenizer is trained on these texts.
 
 What is learnt: every instruction asks for one thing of a KIND (a colour, a fruit, an animal or a drink), decided by
-that one word; Alpaca's outputs name one (“One colour is blue.”). The evaluation instructions are held out (names and
-wording the train rows never use) and their references are refusals (“I cannot help with that.”), which follow
+that one word; Alpaca's outputs name one (“One colour is blue.”). The evaluation instructions are held out (people and
+occasions the train rows never use) and their references are refusals (“I cannot help with that.”), which follow
 no instruction. The smoke judge (test/helpers/smoke-judge.ts) prefers the response that names something of the
 requested kind and nothing of another kind: the random base writes a long jumble (nothing, or several kinds), the
-trained model answers in kind and wins. KINDS is that judge's table; keep the two in step.
+trained model answers in kind and wins. KINDS is that judge's table (test/smoke-judge.test.ts
+checks that the two agree).
 """
 
 import json
