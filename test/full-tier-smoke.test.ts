@@ -10,15 +10,27 @@ import { prepareDocker } from './helpers/docker.js';
 import { writeFixtureHub } from './helpers/fixture-hub.js';
 import { startServer } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
+import { startSmokeJudge } from './helpers/smoke-judge.js';
 
 const dockerUnavailable = await prepareDocker();
+
+/**
+ * What a task's run needs beyond the base model, started before the server and stopped after it: an LLM-judged task
+ * gets its smoke judge, a local test double of the paid LLM (test/helpers/smoke-judge.ts).
+ */
+const smokeServices: Record<string, () => Promise<{ serverArgs: string[]; close: () => Promise<void> }>> = {
+  alpacaeval: async () => {
+    const judge = await startSmokeJudge();
+    return { serverArgs: ['--judge', 'llm', '--judge-url', judge.baseUrl, '--judge-model', 'smoke'], close: judge.close };
+  },
+};
 
 /** Full-tier tasks with a CPU smoke profile. */
 const smokeTasks = listTaskIds('full').filter((id) => (getTaskFile(id) as FullTaskFile).smoke !== undefined);
 
 // Each full task end to end on CPU: assets prepared (the real prepare code) from the fixture hub's learnable smoke
 // profile, the run served over stdio on the profile's tiny model, the oracle replay training with TRL in the sandbox
-// and submitting a full model and a LoRA adapter, each graded by the task's own grader.
+// and submitting a full model and a LoRA adapter, each graded by the task's own grader (and judge: smokeServices).
 describe('full tier smoke profile', () => {
   let hub: string | undefined;
 
@@ -43,17 +55,22 @@ describe('full tier smoke profile', () => {
     });
     expect(prepared.status, prepared.stderr).toBe(0);
 
-    const serverArgs = ['--base-model', smoke.model, '--sandbox', backend];
-    const client = await startServer({ home, task: taskId, label: 'smoke', serverArgs });
+    const services = await smokeServices[taskId]?.();
     let runId = '';
     try {
-      await playReplay(client, loadReplay(join(tasksRoot, taskId, smoke.replay)), {
-        onResult: (outcome) => {
-          if (typeof outcome.structured?.run_id === 'string') runId = outcome.structured.run_id;
-        },
-      });
+      const serverArgs = ['--base-model', smoke.model, '--sandbox', backend, ...(services?.serverArgs ?? [])];
+      const client = await startServer({ home, task: taskId, label: 'smoke', serverArgs });
+      try {
+        await playReplay(client, loadReplay(join(tasksRoot, taskId, smoke.replay)), {
+          onResult: (outcome) => {
+            if (typeof outcome.structured?.run_id === 'string') runId = outcome.structured.run_id;
+          },
+        });
+      } finally {
+        await client.close();
+      }
     } finally {
-      await client.close();
+      await services?.close();
     }
     const store = new Store(join(home, 'store.sqlite'));
     try {
