@@ -137,10 +137,19 @@ const fullTaskFileSchema = z
       .strict(),
     /**
      * The CPU smoke profile CI plays: this replay, on assets prepared from the fixture hub's smoke profile (a learnable
-     * fixture, tasks/hflm/tests/fixture_hub.py) with its tiny `model`, must beat the baseline by `minImprovement`
-     * points with each submission it makes.
+     * fixture, tasks/hflm/tests/fixture_hub.py) with its tiny `model`, submits a full model (output/full), which must beat
+     * the baseline by `minImprovement` points, and a LoRA adapter (output/lora), which must be graded and, where
+     * `adapterMinImprovement` is given, beat the baseline by that.
      */
-    smoke: z.object({ replay: z.string(), model: hfModelId, minImprovement: z.number().positive() }).strict().optional(),
+    smoke: z
+      .object({
+        replay: z.string(),
+        model: hfModelId,
+        minImprovement: z.number().positive(),
+        adapterMinImprovement: z.number().positive().optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 
