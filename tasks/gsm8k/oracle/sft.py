@@ -16,6 +16,7 @@ on a real base model lower --lr and batch on a GPU.
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 
@@ -54,8 +55,11 @@ def main(argv=None):
     from trl import SFTConfig, SFTTrainer
 
     torch.manual_seed(0)
-    tokenizer = AutoTokenizer.from_pretrained(args.base)
-    model = AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float32, use_safetensors=True)
+    # An absolute path: the adapter records it as its base, and hflm.submission reads a relative "models/base"
+    # as a hub id other than the run's model and refuses the adapter.
+    base = os.path.abspath(args.base)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, use_safetensors=True)
     dataset = Dataset.from_list(pairs(args.data, tokenizer))
     peft_config = None
     if args.lora:
