@@ -41,8 +41,13 @@ def train_tokenizer(texts, vocab_size=512):
     return tokenizer
 
 
-def build(out_dir, texts, seed=0, vocab_size=512, hidden_size=96, layers=2):
-    """Write a tiny random Qwen2 model and its tokenizer to out_dir; returns out_dir."""
+def build(out_dir, texts, seed=0, vocab_size=512, hidden_size=96, layers=2, sliding_window=None):
+    """Write a tiny random Qwen2 model and its tokenizer to out_dir; returns out_dir.
+
+    sliding_window: when given, every layer attends to the last sliding_window tokens only (Qwen2's
+    use_sliding_window). A random model's attention is spread over the whole prompt, so what one word
+    of a 1.4k-token prompt contributes is too faint to learn from within minutes; a window keeps it near.
+    """
     from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
     texts = list(texts)
@@ -52,11 +57,13 @@ def build(out_dir, texts, seed=0, vocab_size=512, hidden_size=96, layers=2):
         tokenizer_object=train_tokenizer(texts, vocab_size), eos_token=IM_END, pad_token=PAD, unk_token=PAD,
     )
     tokenizer.chat_template = CHAT_TEMPLATE
+    # Only set when asked, so that models built without a window keep their exact config.json.
+    window = dict(use_sliding_window=True, sliding_window=sliding_window, max_window_layers=0) if sliding_window else {}
     config = Qwen2Config(
         vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=hidden_size * 8 // 3,
         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
         tie_word_embeddings=False, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        pad_token_id=tokenizer.pad_token_id, **window,
     )
     with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's random state
         torch.manual_seed(seed)

@@ -1,10 +1,23 @@
 """A fixture hub snapshot: the full tier's sources in their exact formats, a few rows each, and a tiny model.
 
-    .venv-full/bin/python tasks/hflm/tests/fixture_hub.py DIR      # what test/helpers/fixture-hub.ts runs
+    .venv-full/bin/python tasks/hflm/tests/fixture_hub.py DIR                    # what test/helpers/fixture-hub.ts runs
+    .venv-full/bin/python tasks/hflm/tests/fixture_hub.py DIR --profile smoke    # the CPU smoke profiles' data
 
 Writes the layout hflm.assets reads (--from DIR): datasets/<repo id>/<the repo's files> as parquet (and
-alpaca_eval's JSON and df_gamed.csv, fixture_length_control), and models/<FIXTURE_MODEL>/ built by hflm.tiny. Row counts are small except where a
+alpaca_eval's JSON and df_gamed.csv, fixture_length_control), and models/<model id>/ built by hflm.tiny. Row counts are
+small except where a
 cut is tested: humaneval has the real 164 rows, alpaca 2,003 (its visible split is [:2000]).
+
+Profiles:
+- "default": FIXTURE_MODEL and a handful of gsm8k rows; for tests of the pipeline's form, not of learning.
+- "smoke": every task's learnable sources and tiny model, for the CPU smoke profiles (task.json "smoke"): gsm8k's
+  here (SMOKE_MODEL), alpacaeval's in fixture_smoke_alpacaeval. gsm8k's rows a tiny model learns on 2 CPU cores
+  within minutes (SMOKE_COUNTS):
+  "How many pens does Ann have? Ann has seven." -> 7. The answer is decided by one number word (five to
+  nine, none of which the 4-shot exemplars use), so a model must look the word up; writing "The answer is
+  N" alone scores about 20 (one class in five). The test rows' (name, item, word) triples are not in the
+  train rows. The tokenizer is trained on these rows and on hflm.gsm8k's exemplars and user turn, so the
+  grader's 4-shot prompt stays near 1.4k tokens.
 """
 
 import json
@@ -16,14 +29,38 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
 sys.path.insert(0, HERE)  # for fixture_length_control, when run as a script
 
 import fixture_length_control  # noqa: E402
+import fixture_smoke_alpacaeval  # noqa: E402
 
 FIXTURE_MODEL = "a2rl-fixture/tiny-qwen2"
+SMOKE_MODEL = "a2rl-fixture/smoke-qwen2"
 COUNTS = {"gsm8k_train": 5, "gsm8k_test": 7, "humaneval": 164, "alpaca": 2003, "alpaca_eval": 9}
+SMOKE_COUNTS = {**COUNTS, "gsm8k_train": 400, "gsm8k_test": 100}
+PROFILES = ("default", "smoke")
+SMOKE_NAMES = ("Ann", "Ben", "Tom", "Mia", "Sam", "Liz", "Joe", "Eva", "Max", "Zoe")
+SMOKE_ITEMS = ("pens", "cups", "books", "coins", "hats", "cards", "shells", "stamps", "rocks", "keys")
+SMOKE_WORDS = {"five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
+# The smoke model: 2 layers of width 64 (about 0.18M parameters), every layer attending to its last 64 tokens
+# (hflm.tiny.build: without a window, 200 steps learnt the format but not the lookup). A vocabulary of 1,024 is
+# more than the texts' words need (714 tokens are learnt), so the 4-shot prompt is about 1,440 tokens.
+SMOKE_VOCAB, SMOKE_HIDDEN, SMOKE_LAYERS, SMOKE_WINDOW = 1024, 64, 2, 64
 
 
 def gsm8k_rows(split, n):
     return [{"question": f"{split} {i}: Tom has {i} apples and buys 2 more. How many now?",
              "answer": f"{i} + 2 = {i + 2}\n#### {i + 2}"} for i in range(n)]
+
+
+def smoke_gsm8k_rows(counts):
+    """(train, test) rows of the smoke profile: every (name, item, word) triple at most once, test triples first."""
+    import random
+
+    triples = [(name, item, word) for name in SMOKE_NAMES for item in SMOKE_ITEMS for word in SMOKE_WORDS]
+    random.Random(0).shuffle(triples)
+    rows = [{"question": f"How many {item} does {name} have? {name} has {word}.",
+             "answer": f"{name} has {word} {item}, that is {SMOKE_WORDS[word]}.\n#### {SMOKE_WORDS[word]}"}
+            for name, item, word in triples]
+    test = counts["gsm8k_test"]
+    return rows[test : test + counts["gsm8k_train"]], rows[:test]
 
 
 def humaneval_rows(n):
@@ -50,10 +87,17 @@ def write_parquet(path, rows):
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
-def write(out_dir, counts=COUNTS):
+def write(out_dir, counts=None, profile="default"):
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
+    counts = counts or (SMOKE_COUNTS if profile == "smoke" else COUNTS)
+    if profile == "smoke":
+        train, test = smoke_gsm8k_rows(counts)
+    else:
+        train, test = gsm8k_rows("train", counts["gsm8k_train"]), gsm8k_rows("test", counts["gsm8k_test"])
     datasets = os.path.join(out_dir, "datasets")
-    write_parquet(os.path.join(datasets, "openai/gsm8k/main/train-00000-of-00001.parquet"), gsm8k_rows("train", counts["gsm8k_train"]))
-    write_parquet(os.path.join(datasets, "openai/gsm8k/main/test-00000-of-00001.parquet"), gsm8k_rows("test", counts["gsm8k_test"]))
+    write_parquet(os.path.join(datasets, "openai/gsm8k/main/train-00000-of-00001.parquet"), train)
+    write_parquet(os.path.join(datasets, "openai/gsm8k/main/test-00000-of-00001.parquet"), test)
     write_parquet(os.path.join(datasets, "openai/openai_humaneval/openai_humaneval/test-00000-of-00001.parquet"),
                   humaneval_rows(counts["humaneval"]))
     write_parquet(os.path.join(datasets, "tatsu-lab/alpaca/data/train-00000-of-00001-a09b74b3ef9c3b56.parquet"),
@@ -63,14 +107,27 @@ def write(out_dir, counts=COUNTS):
         json.dump(alpaca_eval_rows(counts["alpaca_eval"]), f, indent=4)
     fixture_length_control.write(out_dir, counts["alpaca_eval"])
 
-    from hflm import tiny
+    from hflm import gsm8k, tiny
 
+    if profile == "smoke":
+        # The exemplars and the user turn in the tokenizer's texts keep the 4-shot prompt short (1.4k tokens, not 4.4k).
+        texts = [r["question"] + "\n" + r["answer"] for r in train]
+        texts += [gsm8k.USER_TURN.replace("{question}", q) + "\n" + a for q, a in gsm8k.EXEMPLARS]
+        tiny.build(os.path.join(out_dir, "models", SMOKE_MODEL), texts, seed=0, vocab_size=SMOKE_VOCAB,
+                   hidden_size=SMOKE_HIDDEN, layers=SMOKE_LAYERS, sliding_window=SMOKE_WINDOW)
+        # The other tasks' smoke sources replace the default rows written above, each with its own tiny model.
+        fixture_smoke_alpacaeval.write(out_dir)
+        return out_dir
     texts = [r["question"] + r["answer"] for r in gsm8k_rows("train", 20)]
     tiny.build(os.path.join(out_dir, "models", FIXTURE_MODEL), texts, seed=0, vocab_size=300, hidden_size=32, layers=1)
     return out_dir
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: fixture_hub.py DIR")
-    write(sys.argv[1])
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Write a fixture hub snapshot folder.")
+    parser.add_argument("dir")
+    parser.add_argument("--profile", choices=PROFILES, default="default")
+    args = parser.parse_args()
+    write(args.dir, profile=args.profile)
