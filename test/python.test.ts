@@ -56,14 +56,4 @@ describe('python: the full-tier tasks', () => {
     expect(result.status, result.stderr).toBe(0);
     expect(result.stderr).toMatch(/\nOK\b/);
   });
-
-  // A task's CPU smoke profile, where it has one: its oracle trained on the smoke fixture gains through the real
-  // grader (gsm8k: a few minutes on 2 cores).
-  const smoke = listTaskIds('full').filter((task) => existsSync(join(tasksRoot, task, 'tests', 'test_smoke.py')));
-  it.each(smoke)('%s smoke profile', { timeout: 1_800_000 }, (task) => {
-    expect(existsSync(python), `${python} is missing: run \`npm run setup\` (it builds .venv-full)`).toBe(true);
-    const result = spawnSync(python, [join(tasksRoot, task, 'tests', 'test_smoke.py')], { encoding: 'utf8' });
-    expect(result.status, result.stderr).toBe(0);
-    expect(result.stderr).toMatch(/\nOK\b/);
-  });
 });
