@@ -70,28 +70,30 @@ def main(argv=None):
         peft_config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, task_type="CAUSAL_LM", target_modules=[
             "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"])
     scratch = tempfile.mkdtemp(prefix="sft-")  # the Trainer's own folder; nothing is kept there (save_strategy "no")
-    config = SFTConfig(
-        output_dir=scratch,
-        max_steps=args.steps,
-        per_device_train_batch_size=8,
-        learning_rate=args.lr or (1e-2 if args.lora else 3e-3),
-        lr_scheduler_type="cosine",
-        warmup_steps=args.steps // 10,
-        weight_decay=0.0,
-        max_length=None,  # never truncate: the 4-shot prompt is long and the completion comes last
-        completion_only_loss=True,
-        loss_type="nll",  # TRL's default, chunked_nll, refuses a PEFT-wrapped lm_head
-        seed=0,
-        data_seed=0,
-        use_cpu=not torch.cuda.is_available(),
-        logging_steps=10,
-        save_strategy="no",
-        report_to="none",
-        dataloader_num_workers=0,
-    )
-    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config)
-    trainer.train()
-    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        config = SFTConfig(
+            output_dir=scratch,
+            max_steps=args.steps,
+            per_device_train_batch_size=8,
+            learning_rate=args.lr or (1e-2 if args.lora else 3e-3),
+            lr_scheduler_type="cosine",
+            warmup_steps=args.steps // 10,
+            weight_decay=0.0,
+            max_length=None,  # never truncate: the 4-shot prompt is long and the completion comes last
+            completion_only_loss=True,
+            loss_type="nll",  # TRL's default, chunked_nll, refuses a PEFT-wrapped lm_head
+            seed=0,
+            data_seed=0,
+            use_cpu=not torch.cuda.is_available(),
+            logging_steps=10,
+            save_strategy="no",
+            report_to="none",
+            dataloader_num_workers=0,
+        )
+        trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config)
+        trainer.train()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     if args.lora:
         # With lm_head adapted PEFT would also store the base's lm_head weights, which hflm.submission refuses as
         # not the base's layout; the adapter needs only its LoRA weights, merged onto the base's own head.
