@@ -33,7 +33,7 @@ def parse(argv=None):
     parser.add_argument("--out", required=True, help="where to write the model (or, with --lora, the adapter)")
     parser.add_argument("--lora", action="store_true", help="train and write a LoRA adapter instead of the full model")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps of batch 32 (default: 160 full, 200 LoRA)")
-    parser.add_argument("--lr", type=float, default=None, help="learning rate after warmup (default: 5e-3 full, 1e-2 LoRA)")
+    parser.add_argument("--lr", type=float, default=None, help="learning rate after warmup (default: 5e-3 full, 3e-3 LoRA)")
     return parser.parse_args(argv)
 
 
@@ -80,7 +80,7 @@ def main(argv=None):
         # Batch 32 and a constant rate: with batch 8, or a cosine decay over fewer steps, the tiny model often stalls
         # copying the entry point's name after `def` (the smoke profile's hardest token) and scores near 0.
         per_device_train_batch_size=32,
-        learning_rate=args.lr or (1e-2 if args.lora else 5e-3),
+        learning_rate=args.lr or (3e-3 if args.lora else 5e-3),
         lr_scheduler_type="constant_with_warmup",
         warmup_steps=steps // 10,
         weight_decay=0.0,
