@@ -32,7 +32,7 @@ def parse(argv=None):
     parser.add_argument("--base", default="models/base", help="the base model folder")
     parser.add_argument("--out", required=True, help="where to write the model (or, with --lora, the adapter)")
     parser.add_argument("--lora", action="store_true", help="train and write a LoRA adapter instead of the full model")
-    parser.add_argument("--steps", type=int, default=None, help="optimizer steps of batch 32 (default: 160 full, 200 LoRA)")
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps of batch 32 (default: 240 full, 200 LoRA)")
     parser.add_argument("--lr", type=float, default=None, help="learning rate after warmup (default: 5e-3 full, 3e-3 LoRA)")
     return parser.parse_args(argv)
 
@@ -72,7 +72,7 @@ def main(argv=None):
         # and saved in the adapter: a random base's output head cannot put a clear maximum on the right tokens.
         peft_config = LoraConfig(r=32, lora_alpha=64, lora_dropout=0.0, task_type="CAUSAL_LM", target_modules=[
             "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], modules_to_save=["lm_head"])
-    steps = args.steps or (200 if args.lora else 160)
+    steps = args.steps or (200 if args.lora else 240)
     scratch = tempfile.mkdtemp(prefix="sft-")  # the Trainer's own folder; nothing is kept there (save_strategy "no")
     config = SFTConfig(
         output_dir=scratch,
