@@ -11,7 +11,7 @@ cut is tested: humaneval has the real 164 rows, alpaca 2,003 (its visible split 
 Profiles:
 - "default": FIXTURE_MODEL and a handful of gsm8k rows; for tests of the pipeline's form, not of learning.
 - "smoke": every task's learnable sources and tiny model, for the CPU smoke profiles (task.json "smoke"): gsm8k's
-  here (SMOKE_MODEL), alpacaeval's in fixture_smoke_alpacaeval. gsm8k's rows a tiny model learns on 2 CPU cores
+  here (SMOKE_MODEL), alpacaeval's and humaneval's in fixture_smoke_alpacaeval and fixture_smoke_humaneval. gsm8k's rows a tiny model learns on 2 CPU cores
   within minutes (SMOKE_COUNTS):
   "How many pens does Ann have? Ann has seven." -> 7. The answer is decided by one number word (five to
   nine, none of which the 4-shot exemplars use), so a model must look the word up; writing "The answer is
@@ -30,6 +30,7 @@ sys.path.insert(0, HERE)  # for fixture_length_control, when run as a script
 
 import fixture_length_control  # noqa: E402
 import fixture_smoke_alpacaeval  # noqa: E402
+import fixture_smoke_humaneval  # noqa: E402
 
 FIXTURE_MODEL = "a2rl-fixture/tiny-qwen2"
 SMOKE_MODEL = "a2rl-fixture/smoke-qwen2"
@@ -117,6 +118,7 @@ def write(out_dir, counts=None, profile="default"):
                    hidden_size=SMOKE_HIDDEN, layers=SMOKE_LAYERS, sliding_window=SMOKE_WINDOW)
         # The other tasks' smoke sources replace the default rows written above, each with its own tiny model.
         fixture_smoke_alpacaeval.write(out_dir)
+        fixture_smoke_humaneval.write(out_dir)
         return out_dir
     texts = [r["question"] + r["answer"] for r in gsm8k_rows("train", 20)]
     tiny.build(os.path.join(out_dir, "models", FIXTURE_MODEL), texts, seed=0, vocab_size=300, hidden_size=32, layers=1)
