@@ -35,14 +35,15 @@ STATIC_PROMPTS = {
 
 
 def tasks():
-    """(task id, task.json, checkpoint dir) of every task with a shipped base model."""
+    """(task id, task.json, checkpoint dir) of every micro task: they ship their base models (full-tier ones do not)."""
     found = []
     for name in sorted(os.listdir(TASKS_ROOT)):
         spec_file = os.path.join(TASKS_ROOT, name, "task.json")
         if os.path.exists(spec_file):
             with open(spec_file) as f:
                 spec = json.load(f)
-            found.append((name, spec, os.path.join(TASKS_ROOT, name, spec["baseModel"])))
+            if spec["tier"] == "micro":
+                found.append((name, spec, os.path.join(TASKS_ROOT, name, spec["baseModel"])))
     return found
 
 
