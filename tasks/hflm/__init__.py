@@ -10,6 +10,7 @@
 - reasoning   strip_reasoning: <think>…</think> removed, as the reference does before any extraction
 - gsm8k       the reference's 4-shot chat prompt, answer extraction and scoring (OpenCompass gsm8k_gen_1d7fe4)
 - humaneval   the reference's prompt, code extraction, program assembly and 3 s execution
+- grading     what every full-tier grader entry shares: the server's arguments, one CPU thread, the submission opened
 - assets      prepare / verify: a task's splits and base model under $A2RL_HOME with sha256 manifests,
               from the hub or a snapshot folder; `python -m hflm.assets` (what `a2rl prepare` runs)
 

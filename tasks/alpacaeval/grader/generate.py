@@ -15,40 +15,20 @@ the reference being alpaca_eval_gpt4_baseline's output. The server's judge kind 
 each response with its reference and scores each half by AlpacaEval 2.0's length-controlled win rate.
 """
 
-import argparse
 import json
 import os
 import sys
 import time
 
-# One thread in every CPU pool before torch loads: the CPU backend's outputs then do not depend on the
-# machine's core count (on a GPU, vLLM's kernels decide).
-os.environ["OMP_NUM_THREADS"] = "1"
-os.environ["OPENBLAS_NUM_THREADS"] = "1"
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the grading sandbox has no network: never try the hub
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+from hflm import grading  # first: it pins the thread pools before torch loads
+from hflm import alpacaeval
 
-from hflm import alpacaeval  # noqa: E402  (after the thread settings above)
-from hflm.submission import SubmissionError, materialise  # noqa: E402
-
-SPLITS = ("public", "private")
 FIELDS = ("instruction", "output", "instruction_difficulty")
-
-
-def parse(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", required=True, help="the submitted folder (full model or LoRA adapter)")
-    parser.add_argument("--base", required=True, help="the run's base model folder")
-    parser.add_argument("--base-id", help="the base model's hub id, e.g. Qwen/Qwen2.5-1.5B-Instruct")
-    parser.add_argument("--eval-dir", required=True, help="directory with public.jsonl and private.jsonl")
-    parser.add_argument("--out", required=True, help="where to write the responses (JSONL)")
-    return parser.parse_args(argv)
 
 
 def read_split(eval_dir, split):
     path = os.path.join(eval_dir, f"{split}.jsonl")
-    with open(path, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = grading.read_split(eval_dir, split)
     for i, row in enumerate(rows):
         missing = [k for k in FIELDS if k not in row]
         if missing:
@@ -58,18 +38,11 @@ def read_split(eval_dir, split):
 
 
 def main(argv=None):
-    args = parse(argv)
-    import torch
-
-    torch.set_num_threads(1)
-    splits = {split: read_split(args.eval_dir, split) for split in SPLITS}
-    model_dir = os.path.join(os.path.dirname(os.path.abspath(args.out)), "graded-model")
-    try:
-        inspection = materialise(args.checkpoint, args.base, model_dir, args.base_id)
-    except SubmissionError as e:
-        print(f"invalid checkpoint: [{e.code}] {e}", file=sys.stderr)
+    args = grading.parse(__doc__, "where to write the responses (JSONL)", argv)
+    splits = {split: read_split(args.eval_dir, split) for split in grading.SPLITS}
+    model_dir = grading.open_submission(args, "answering with")
+    if model_dir is None:
         return 2
-    print(f"answering with a {inspection.kind} submission ({', '.join(inspection.notes) or 'as submitted'})", file=sys.stderr)
 
     lines = []
     for split, rows in splits.items():
