@@ -53,6 +53,9 @@ export function runResults(store: Store, task?: string): RunResult[] {
   const runs = store
     .listRuns()
     .filter((run) => run.state === 'ended' && (task === undefined || run.task_id === task) && isBenchmarkRun(store, run));
+  // One read of each task's declaration, not one per run.
+  const margins = new Map<string, number>();
+  const marginOf = (taskId: string) => margins.get(taskId) ?? margins.set(taskId, getTaskFile(taskId).successMargin).get(taskId)!;
   const progress = startProgress('runs', runs.length);
   try {
     return runs.flatMap((run) => {
@@ -71,7 +74,7 @@ export function runResults(store: Store, task?: string): RunResult[] {
           final,
           baseline: baseline.private_score,
           improvement,
-          success: improvement >= getTaskFile(run.task_id).successMargin,
+          success: improvement >= marginOf(run.task_id),
           infrastructure_failure: run.infrastructure_failure,
         },
       ];
