@@ -1,10 +1,10 @@
-import { mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { packageRoot } from '../src/util/paths.js';
 import { snapshotDirectory } from '../src/store/submission-snapshots.js';
-import { Store } from '../src/store/store.js';
+import { maxLogFrames, Store } from '../src/store/store.js';
 import { tempDir } from './helpers/sandbox.js';
 
 function newRun(store: Store, id: string): void {
@@ -146,6 +146,80 @@ describe('store', () => {
     store.updateJobUsage(job('grading', 0), 100, 0);
     expect(store.usage('r1').computeSeconds).toBe(70);
     store.close();
+  });
+
+  it('sums the usage of a run again after every write that changes it, through this store or another connection', () => {
+    const path = join(tempDir('store'), 'store.sqlite');
+    const store = new Store(path);
+    const other = new Store(path);
+    try {
+      newRun(store, 'r1');
+      const job = (through: Store, kind: 'training' | 'rollouts', episodes = 0) =>
+        through.insertJob(
+          { run_id: 'r1', kind, command: 'x', resources: '{}', charged: 1, episodes_requested: episodes, owner: 'o', created_at: 0 },
+          '/tmp',
+        ).id;
+      const submit = (through: Store, hash: string) =>
+        through.insertSubmissionWithin(5, { run_id: 'r1', path: 'p', note: null, content_hash: hash, files: 1, bytes: 1, created_at: 0 });
+      const ended = { reason: null, exit_code: 0, signal: null, gpu_s: 0, result: null, ended_at: 1 };
+      expect(store.usage('r1')).toEqual({ computeSeconds: 0, rolloutEpisodes: 0, submissions: 0 });
+      expect(store.usage('r1')).toBe(store.usage('r1'));
+      const training = job(store, 'training');
+      store.updateJobUsage(training, 12, 0);
+      expect(store.usage('r1').computeSeconds).toBe(12);
+      const rollouts = job(store, 'rollouts', 64);
+      expect(store.usage('r1').rolloutEpisodes).toBe(64);
+      store.finishJob(rollouts, { ...ended, state: 'succeeded', cpu_s: 3, episodes_done: 40 });
+      expect(store.usage('r1')).toEqual({ computeSeconds: 15, rolloutEpisodes: 40, submissions: 0 });
+      submit(store, 'a');
+      expect(store.runStatus('r1')!.usage.submissions).toBe(1);
+      // Another connection's writes (another server on this home) are seen at the next read.
+      submit(other, 'b');
+      other.updateJobUsage(job(other, 'training'), 5, 0);
+      expect(store.runStatus('r1')!.usage).toEqual({ computeSeconds: 20, rolloutEpisodes: 40, submissions: 2 });
+      other.endRun('r1', 'done', 2);
+      expect(store.runStatus('r1')!.row.state).toBe('ended');
+      expect(() => ((store.usage('r1') as { submissions: number }).submissions = 0)).toThrow(TypeError);
+    } finally {
+      other.close();
+      store.close();
+    }
+  });
+
+  it('keeps the write-ahead log bounded under steady writes: the checkpointer starts it over', async () => {
+    const path = join(tempDir('store'), 'store.sqlite');
+    const store = new Store(path);
+    try {
+      store.checkpointInBackground();
+      newRun(store, 'r1');
+      const data = JSON.stringify({ result: 'x'.repeat(400) });
+      // Commits one after another, as under a load of tool calls: a passive checkpoint alone never reaches the log's end
+      // then, and SQLite never starts the log over.
+      let commits = 0;
+      const write = (n: number) => {
+        for (let i = 0; i < n; i++, commits++) store.insertEvent({ run_id: 'r1', at: i, t_rel_ms: i, kind: 'tool', name: 'exec', data });
+      };
+      const walFrames = () => statSync(`${path}-wal`).size / (4096 + 24);
+      // The log's header counts the times it was started over (its checkpoint sequence number, bytes 12-15).
+      const restarts = () => {
+        const header = Buffer.alloc(4);
+        const fd = openSync(`${path}-wal`, 'r');
+        readSync(fd, header, 0, 4, 12);
+        closeSync(fd);
+        return header.readUInt32BE(0);
+      };
+      while (walFrames() < maxLogFrames) write(500);
+      const before = restarts();
+      const deadline = Date.now() + 30_000;
+      while (restarts() === before && Date.now() < deadline) {
+        write(10);
+        await new Promise((resolve) => setTimeout(resolve, 0));
+      }
+      expect(restarts()).toBeGreaterThan(before);
+      expect(store.listEvents('r1')).toHaveLength(commits);
+    } finally {
+      store.close();
+    }
   });
 });
 

@@ -32,8 +32,7 @@ export const budgetStatusTool = defineTool({
   }),
   annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run) => {
-    const row = run.current();
-    const budget = run.budget();
+    const { row, budget } = run.status();
     // The walk runs off the event loop: the answer carries the last figure and its age, and starts a fresh walk when that is stale.
     const stale = run.disk().measured_seconds_ago;
     if (stale === null) await run.measureDisk();

@@ -360,13 +360,18 @@ export class Run {
     return budgetReport(this.limits, this.services.store.usage(this.id), this.wallSeconds());
   }
 
+  /** The run's row and its budget, read together (one check of the store for changes). */
+  status(): { row: Readonly<RunRow>; budget: BudgetReport } {
+    const { row, usage } = this.services.store.runStatus(this.id)!;
+    return { row, budget: budgetReport(this.limits, usage, this.wallSeconds()) };
+  }
+
   /** Refuses new work once the run ended or the budget it needs is spent. */
   assertCanStart(kind: JobKind | 'submission', episodes = 0): void {
-    const run = this.services.store.getRun(this.id)!;
+    const { row: run, budget } = this.status();
     if (run.state === 'ended') {
       throw new A2rlError('RUN_ENDED', `This run has ended (${run.end_reason}). Nothing new can start; read your results with get_score.`);
     }
-    const budget = this.budget();
     if (budget.wall_seconds.left <= 0) {
       throw new A2rlError('BUDGET_EXHAUSTED', 'The wall-clock budget is spent; the run is over. Read your results with get_score.');
     }

@@ -8,15 +8,27 @@ import { Worker } from 'node:worker_threads';
 const checkpointIntervalMs = 1000;
 
 /**
+ * Log frames (4 KiB pages) past which the checkpointer makes the next commit start the log over.
+ * Under steady writes a passive checkpoint never catches up with the log's end (commits land
+ * while it fsyncs), so SQLite never rewinds it: at 3,000 calls a second it grew 200 MiB in a minute.
+ */
+export const maxLogFrames = 16_384;
+
+/**
  * The checkpointer thread: its own connection, a passive checkpoint (it never blocks a writer)
- * every interval. Evaluated code, so it runs the same from the sources (tests) and from dist.
+ * every interval, and a restart checkpoint when the log is past {@link maxLogFrames}: it holds
+ * writers back for the few frames the passive one left, so the log stays about 64 MiB. Evaluated
+ * code, so it runs the same from the sources (tests) and from dist.
  */
 const checkpointerSource = `
 const { workerData } = require('node:worker_threads');
 const Database = require(workerData.sqlite);
 const db = new Database(workerData.path);
 db.pragma('busy_timeout = 5000');
-setInterval(() => db.pragma('wal_checkpoint(PASSIVE)'), workerData.intervalMs);
+setInterval(() => {
+  const [{ log }] = db.pragma('wal_checkpoint(PASSIVE)');
+  if (log > workerData.maxLogFrames) db.pragma('wal_checkpoint(RESTART)');
+}, workerData.intervalMs);
 `;
 
 /** Each entry upgrades the schema by one version; never edit a shipped entry, append. */
@@ -251,10 +263,12 @@ export class Store {
   private checkpointer?: Worker;
   /** `insertEvents`' transaction, built once. */
   private eventBatch?: Database.Transaction<(batch: Array<Omit<EventRow, 'id'>>) => void>;
-  /** Run rows and tokens changed through this connection, which data_version does not count. */
+  /** Run rows, tokens, jobs and submissions changed through this connection, which data_version does not count. */
   private localChanges = 0;
   /** Run rows as last read, with the {@link changesVersion} they were read at: every tool call reads its run. */
   private readonly runRows = new Map<string, { version: string; row: Readonly<RunRow> }>();
+  /** Runs' usage as last summed, with the {@link changesVersion} it was summed at: every budget check reads it. */
+  private readonly usages = new Map<string, { version: string; usage: Readonly<Usage> }>();
 
   constructor(readonly path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -305,7 +319,12 @@ export class Store {
     this.db.pragma('wal_autocheckpoint = 0');
     const worker = new Worker(checkpointerSource, {
       eval: true,
-      workerData: { path: this.path, sqlite: createRequire(import.meta.url).resolve('better-sqlite3'), intervalMs: checkpointIntervalMs },
+      workerData: {
+        path: this.path,
+        sqlite: createRequire(import.meta.url).resolve('better-sqlite3'),
+        intervalMs: checkpointIntervalMs,
+        maxLogFrames,
+      },
     });
     worker.on('error', () => {
       if (this.db.open) this.db.pragma('wal_autocheckpoint = 1000');
@@ -334,7 +353,17 @@ export class Store {
 
   /** The run's row, frozen: it is shared with later readers until the run changes. */
   getRun(id: string): Readonly<RunRow> | undefined {
+    return this.runAt(id, this.changesVersion());
+  }
+
+  /** A run's row and what it has used, as of one {@link changesVersion} read: what every budget check needs. */
+  runStatus(id: string): { row: Readonly<RunRow>; usage: Readonly<Usage> } | undefined {
     const version = this.changesVersion();
+    const row = this.runAt(id, version);
+    return row && { row, usage: this.usageAt(id, version) };
+  }
+
+  private runAt(id: string, version: string): Readonly<RunRow> | undefined {
     const cached = this.runRows.get(id);
     if (cached?.version === version) return cached.row;
     const row = this.statement('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
@@ -412,7 +441,7 @@ export class Store {
   }
 
   /**
-   * Changes whenever a run row or a token may have changed: on such a write through this store,
+   * Changes whenever a run row, a token, a job or a submission may have changed: on such a write through this store,
    * or any commit by another connection (SQLite's data_version), e.g. `a2rl runs revoke`. What
    * was derived from them before then must be looked up again.
    */
@@ -465,6 +494,7 @@ export class Store {
     job: Pick<JobRow, 'run_id' | 'kind' | 'command' | 'resources' | 'charged' | 'episodes_requested' | 'owner' | 'created_at'>,
     logDir: string,
   ): JobRow {
+    this.localChanges++;
     return this.db
       .transaction(() => {
         const id = Number(
@@ -493,6 +523,7 @@ export class Store {
   }
 
   updateJobUsage(id: number, cpuSeconds: number, gpuSeconds: number): void {
+    this.localChanges++;
     this.statement('UPDATE jobs SET cpu_s = ?, gpu_s = ? WHERE id = ?').run(cpuSeconds, gpuSeconds, id);
   }
 
@@ -500,6 +531,7 @@ export class Store {
     id: number,
     end: Pick<JobRow, 'state' | 'reason' | 'exit_code' | 'signal' | 'cpu_s' | 'gpu_s' | 'episodes_done' | 'result' | 'ended_at'>,
   ): void {
+    this.localChanges++;
     this.statement(
       `UPDATE jobs SET state = @state, reason = @reason, exit_code = @exit_code, signal = @signal, cpu_s = @cpu_s,
            gpu_s = @gpu_s, episodes_done = @episodes_done, result = @result, ended_at = @ended_at
@@ -534,6 +566,7 @@ export class Store {
     limit: number,
     submission: Pick<SubmissionRow, 'run_id' | 'path' | 'note' | 'content_hash' | 'files' | 'bytes' | 'created_at'>,
   ): { inserted: SubmissionRow } | { existing: SubmissionRow } | { capReached: true } {
+    this.localChanges++;
     return this.db
       .transaction(() => {
         const existing = this.findSubmissionByHash(submission.run_id, submission.content_hash);
@@ -592,7 +625,20 @@ export class Store {
   // budget
 
   /** What a run has consumed so far; running jobs count with their latest sample. */
-  usage(runId: string): Usage {
+  /** What a run has used; summed again only after its jobs or submissions may have changed (see {@link changesVersion}). */
+  usage(runId: string): Readonly<Usage> {
+    return this.usageAt(runId, this.changesVersion());
+  }
+
+  private usageAt(runId: string, version: string): Readonly<Usage> {
+    const cached = this.usages.get(runId);
+    if (cached?.version === version) return cached.usage;
+    const usage = Object.freeze(this.sumUsage(runId));
+    this.usages.set(runId, { version, usage });
+    return usage;
+  }
+
+  private sumUsage(runId: string): Usage {
     const row = this.statement(
       `SELECT
          -- GPU jobs are charged GPU-seconds, CPU-only jobs CPU-seconds.
