@@ -15,10 +15,12 @@ among the visible ones, so a model passes them by combining what it learnt (copy
 argument into `def <entry_point>(<arg>):`, pick the body by the docstring's word), not by recall.
 A completion has to restate the signature: an indented body alone fails to compile after extract_code's
 left strip. A model that writes the signature right and one fixed body scores about 20 (one behaviour in
-five); the random base never writes its end-of-sequence token nor a fenced block, and scores 0.
+five).
 
-The hidden set is small because the random base generates the reference's 8,192 new tokens for every
-problem: 32 rows are one generation batch per half (hflm.inference batches 16).
+The base is pretrained for a few seconds to answer every prompt in the right form with a wrong body
+(`return None`) and to end its turn, as a real instruction-tuned base answers and stops: it scores 0, and
+its grading decodes a few dozen tokens a problem. A random base never writes its end-of-sequence token
+and decodes the reference's 8,192 new tokens for every problem (minutes per grading on CPU).
 The tokenizer is trained on these rows in the grader's prompt and the oracle's completion form
 (hflm.humaneval.INSTRUCTION included), so a prompt is about 50 tokens.
 """
@@ -80,8 +82,43 @@ def write(hub_dir):
     texts = [f"user\n{humaneval.INSTRUCTION}{p['prompt']}\nassistant\n```python\n{p['prompt']}{p['canonical_solution']}```\n"
              for p in problems]
     # Width 128, not tiny's 96: at 96 the oracle learnt to copy the argument and the word but not the entry point.
-    tiny.build(os.path.join(hub_dir, "models", SMOKE_MODEL), texts, seed=0, hidden_size=SMOKE_HIDDEN)
+    model_dir = os.path.join(hub_dir, "models", SMOKE_MODEL)
+    tiny.build(model_dir, texts, seed=0, hidden_size=SMOKE_HIDDEN)
+    answer_wrongly(model_dir, [humaneval.messages(p) for p in problems], [f"```python\n{p['prompt']}{WRONG_BODY}```" for p in problems])
     return hub_dir
+
+
+WRONG_BODY = "    return None\n"  # fails every problem's asserts
+
+
+def answer_wrongly(model_dir, prompts, answers, steps=60, seed=0):
+    """Trains the model in model_dir, in place, on the chat prompts' answers (the answer's tokens and the end of turn only)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    rows = []
+    for prompt, answer in zip(prompts, answers):
+        head = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        ids_head = tokenizer(head, add_special_tokens=False)["input_ids"]
+        ids_answer = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        rows.append((ids_head + ids_answer, [-100] * len(ids_head) + ids_answer))
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.tensor([ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids, _ in rows])
+    labels = torch.tensor([labels + [-100] * (width - len(labels)) for _, labels in rows])
+    attention = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows])
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        model.train()
+        for _ in range(steps):
+            batch = torch.randperm(len(rows))[:32]
+            loss = model(input_ids=input_ids[batch], attention_mask=attention[batch], labels=labels[batch]).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    model.save_pretrained(model_dir)
 
 
 if __name__ == "__main__":
