@@ -13,6 +13,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
 import { A2rlError } from '../src/util/errors.js';
 import { bubblewrapArgs } from './bwrap.js';
@@ -52,6 +53,8 @@ const heartbeatMs = 5000;
 const jobNamePrefix = 'a2rl.';
 /** How often the queue and the jobs' files on the shared path are read. */
 const pollMs = 250;
+/** Longest a restarted server waits for a dead one's cancelled jobs to leave the queue before removing their folders. */
+const sweepWaitMs = 15_000;
 /** Slurm job states after which nothing runs any more. */
 const endedStates = new Set([
   'BOOT_FAIL',
@@ -144,10 +147,14 @@ export class SlurmBackend implements SandboxBackend {
     return new SlurmInstance(spec, this.owner, this.ownerDir, placement, this.slurm, this.queue, this.orphanAfterMs);
   }
 
-  /** After a crash: cancels the Slurm jobs of servers that are gone and removes their folders on the shared root. */
+  /**
+   * After a crash: cancels the Slurm jobs of servers that are gone and removes their folders on the shared root,
+   * once those jobs have left the queue (until then slurmstepd may still write a job's output there).
+   */
   async sweep(ownerAlive: (owner: string) => boolean): Promise<string[]> {
     const listed = this.slurm.sync('squeue', ['-h', '-o', '%i|%j']);
     const removed: string[] = [];
+    const cancelled: string[] = [];
     for (const line of listed.status === 0 ? listed.stdout.trim().split('\n') : []) {
       const [id, name] = line.split('|');
       if (!id || !name?.startsWith(jobNamePrefix)) continue;
@@ -155,13 +162,30 @@ export class SlurmBackend implements SandboxBackend {
       if (ownerAlive(owner)) continue;
       this.slurm.sync('scancel', ['--full', '--signal=KILL', id]);
       this.slurm.sync('scancel', [id]);
+      cancelled.push(id);
       removed.push(`${name} (Slurm job ${id})`);
     }
+    await this.whenLeftQueue(cancelled, sweepWaitMs);
     const base = join(this.settings.sharedRoot ?? '/nonexistent', '.a2rl-slurm');
     for (const owner of existsSync(base) ? readdirSync(base) : []) {
-      if (!ownerAlive(owner)) rmSync(join(base, owner), { recursive: true, force: true });
+      if (ownerAlive(owner)) continue;
+      // A job still finishing may add a file while the folder goes: it is left for the next start, never fatal to this one.
+      await rm(join(base, owner), { recursive: true, force: true, maxRetries: 3 }).catch((error: Error) =>
+        removed.push(`${join(base, owner)} left for the next start: ${error.message}`),
+      );
     }
     return removed;
+  }
+
+  /** Waits (at most `ms`) until none of the jobs is pending, running or completing. */
+  private async whenLeftQueue(jobIds: string[], ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (jobIds.length > 0 && Date.now() < deadline) {
+      const { error, stdout } = await this.slurm.run('squeue', ['-h', '-j', jobIds.join(','), '-o', '%i']);
+      // squeue fails on ids it no longer knows: those jobs are gone.
+      if (error || stdout.trim() === '') return;
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
+    }
   }
 
   /**
