@@ -62,7 +62,7 @@ def main():
     parser = finetune.parser(__doc__, lr=1e-3, warmup=10, batch_size=16)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--samples", type=int, default=2, help="responses sampled per training instruction and round")
-    parser.add_argument("--epochs", type=float, default=8, help="passes over the pool per round")
+    parser.add_argument("--epochs", type=float, default=2, help="passes over the pool per round")
     parser.add_argument("--holdout", type=int, default=200, help="training instructions kept aside to measure")
     args = finetune.start(parser)
     held_out, train = finetune.holdout(data.read_jsonl(args.data), args.holdout, args.seed)
