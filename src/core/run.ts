@@ -103,11 +103,6 @@ export class Run {
     return this.services.grader.judge;
   }
 
-  /** The run's row as the store has it now. */
-  current(): RunRow {
-    return this.services.store.getRun(this.id)!;
-  }
-
   /** GPUs the server (or the cluster its backend submits to) can give one training or rollout job. */
   gpuPool(): number {
     return this.services.jobs.gpusPerJob();
