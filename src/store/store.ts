@@ -10,7 +10,7 @@ const checkpointIntervalMs = 1000;
 /**
  * Log frames (4 KiB pages) past which the checkpointer makes the next commit start the log over.
  * Under steady writes a passive checkpoint never catches up with the log's end (commits land
- * while it fsyncs), so SQLite never rewinds it: at 3,000 calls a second it grew 200 MiB in a minute.
+ * while it fsyncs), so SQLite never rewinds it: at 3,000 calls a second it grew 43 MiB a second.
  */
 export const maxLogFrames = 16_384;
 
@@ -624,8 +624,10 @@ export class Store {
 
   // budget
 
-  /** What a run has consumed so far; running jobs count with their latest sample. */
-  /** What a run has used; summed again only after its jobs or submissions may have changed (see {@link changesVersion}). */
+  /**
+   * What a run has consumed so far (running jobs count with their latest sample); summed again only after its
+   * jobs or submissions may have changed (see {@link changesVersion}).
+   */
   usage(runId: string): Readonly<Usage> {
     return this.usageAt(runId, this.changesVersion());
   }
