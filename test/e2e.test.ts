@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, it, type ExpectStatic } from 'vitest';
 import { resourceSampleMs } from '../src/jobs/job-manager.js';
 import { analyzeRun, loadRunFacts } from '../src/reports/analysis.js';
 import { loadReplay, playReplay } from '../src/launch/replay.js';
@@ -23,30 +23,37 @@ afterAll(async () => {
   await slurm?.stop();
 });
 
-/** Every task's oracles: the SFT route where the training data holds answers, the reward-only route from rewards alone. */
-const oracles = listTaskIds('micro').flatMap((taskId) => getTask(taskId).oracles.map(({ route }) => [taskId, route] as const));
+/**
+ * Every task's oracles: the SFT route where the training data holds answers, the reward-only route from rewards alone.
+ * Longest first by the task table's measured wall time: they run two at a time (vitest.config.ts), and the long ones
+ * starting first keep both slots busy to the end.
+ */
+const oracles = listTaskIds('micro')
+  .flatMap((taskId) => getTask(taskId).oracles.map(({ route, compute }) => ({ taskId, route, wall: compute.wallSeconds })))
+  .sort((a, b) => b.wall - a.wall)
+  .map(({ taskId, route }) => [taskId, route] as const);
 
-describe('oracles end to end', () => {
-  it.each(oracles)(
+describe.concurrent('oracles end to end', () => {
+  it.for(oracles)(
     '%s, %s oracle: the replay, through a real stdio client, beats the baseline by its margin within the default budget',
     { timeout: 30 * 60_000 },
-    (taskId, route) => playOracle(taskId, route, []),
+    ([taskId, route], { expect }) => playOracle(expect, taskId, route, []),
   );
 
   it.skipIf(dockerUnavailable)(
     `micro-gsm8k on the Docker sandbox backend: the SFT oracle beats the baseline by its margin${dockerUnavailable ? ` (skipped: ${dockerUnavailable})` : ''}`,
     { timeout: 30 * 60_000 },
-    () => playOracle('micro-gsm8k', 'sft', ['--sandbox', 'docker']),
+    ({ expect }) => playOracle(expect, 'micro-gsm8k', 'sft', ['--sandbox', 'docker']),
   );
 
   it.skipIf(slurmUnavailable)(
     `micro-gsm8k on the Slurm backend (two local nodes): the SFT oracle beats the baseline by its margin${slurmUnavailable ? ` (skipped: ${slurmUnavailable})` : ''}`,
     { timeout: 30 * 60_000 },
-    () => playOracle('micro-gsm8k', 'sft', ['--sandbox', 'slurm', '--shared-root', tmpdir()]),
+    ({ expect }) => playOracle(expect, 'micro-gsm8k', 'sft', ['--sandbox', 'slurm', '--shared-root', tmpdir()]),
   );
 });
 
-async function playOracle(taskId: string, route: OracleRoute, serverArgs: string[]): Promise<void> {
+async function playOracle(expect: ExpectStatic, taskId: string, route: OracleRoute, serverArgs: string[]): Promise<void> {
   const task = getTask(taskId);
   const oracle = oracleOf(task, route);
   const home = tempDir('e2e');
@@ -95,14 +102,14 @@ async function playOracle(taskId: string, route: OracleRoute, serverArgs: string
       if (task.level === 3) expect(JSON.parse(kept[0]!)).toMatchObject({ steps: expect.any(Array), success: expect.any(Boolean) });
     }
     expect(store.getRun(runId)!.sandbox).toBe(serverArgs[serverArgs.indexOf('--sandbox') + 1] ?? 'bwrap');
-    checkReportAgainstStore(store, runId);
+    checkReportAgainstStore(expect, store, runId);
   } finally {
     store.close();
   }
 }
 
 /** The post-hoc summary (what `a2rl report` shows) must agree with the store's own tables. */
-function checkReportAgainstStore(store: Store, runId: string): void {
+function checkReportAgainstStore(expect: ExpectStatic, store: Store, runId: string): void {
   const run = store.getRun(runId)!;
   const task = getTask(run.task_id);
   const analysis = analyzeRun(loadRunFacts(store, runId));

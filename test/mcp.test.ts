@@ -297,12 +297,15 @@ describe('MCP server, in process', () => {
       group_size: 4,
       temperature: 1,
       seed: 3,
-      threads: 2,
+      threads: 1,
     });
     expect(launched.structured.out).toBe('rollouts/batch-001.jsonl');
-    expect(launched.structured.command).toMatch(/ --threads 2 /);
+    expect(launched.structured.command).toMatch(/ --threads 1 /);
     const job = await waitJob(client, launched.structured.job_id);
     expect(job.state).toBe('succeeded');
+    // The job's BLAS and OpenMP pools have torch's one thread, not the job's two CPUs' worth of spinning ones.
+    const logs = await call(client, 'job_logs', { job_id: launched.structured.job_id });
+    expect(logs.structured.lines).toContain('rollouts: torch threads 1; OMP_NUM_THREADS 1, OPENBLAS_NUM_THREADS 1');
     expect(job.result).toMatchObject({ episodes: 16, out: 'rollouts/batch-001.jsonl' });
     // What the batch cost, to choose batch sizes and threads by.
     expect(job.result.episodes_per_second).toBeGreaterThan(0);

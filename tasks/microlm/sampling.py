@@ -14,6 +14,7 @@ stderr and exits with status 2. Progress goes to stderr.
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -59,6 +60,9 @@ def prepare(args, valid_item, item_rule, positive=()):
         fail(f"--temperature must be >= 0; {', '.join(names[:-1])} and {names[-1]} must be >= 1")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    # Idle pool threads spin and are charged as compute: say what this job runs with.
+    pools = ", ".join(f"{name} {os.environ.get(name, 'unset')}" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"))
+    print(f"rollouts: torch threads {torch.get_num_threads()}; {pools}", file=sys.stderr, flush=True)
     try:
         model = load(args.checkpoint)
     except CheckpointError as e:

@@ -17,8 +17,13 @@ import math
 import os
 import re
 
-from microlm import finetune, generate
-from micro_gsm8k import extract_answer
+# One thread in every pool (torch's and OpenBLAS's, which is sized when torch loads): the sandbox sizes the pools to
+# the job's CPUs, and a model this small gains little from a second thread, which spins and is charged as compute.
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+from microlm import finetune, generate  # noqa: E402
+from micro_gsm8k import extract_answer  # noqa: E402
 
 FINAL = re.compile(r"####\s*-?\d+")
 

@@ -7,8 +7,15 @@ checks exact-answer accuracy on a slice of the training data held out from
 fine-tuning, and saves the result to /workspace/output/final/.
 """
 
-from microlm import data, finetune, generate
-from micro_gsm8k import format_completion, format_prompt, reward
+import os
+
+# One thread in every pool (torch's and OpenBLAS's, which is sized when torch loads): the sandbox sizes the pools to
+# the job's CPUs, and a model this small gains little from a second thread, which spins and is charged as compute.
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+from microlm import data, finetune, generate  # noqa: E402
+from micro_gsm8k import format_completion, format_prompt, reward  # noqa: E402
 
 
 def accuracy(model, items):

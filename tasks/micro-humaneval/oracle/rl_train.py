@@ -16,8 +16,13 @@ import json
 import math
 import os
 
-from microlm import finetune, generate
-from micro_humaneval import truncate_completion
+# One thread in every pool (torch's and OpenBLAS's, which is sized when torch loads): the sandbox sizes the pools to
+# the job's CPUs, and a model this small gains little from a second thread, which spins and is charged as compute.
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+from microlm import finetune, generate  # noqa: E402
+from micro_humaneval import truncate_completion  # noqa: E402
 
 
 def rewarded_pairs(rollout_dir):

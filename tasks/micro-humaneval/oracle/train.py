@@ -8,9 +8,16 @@ fine-tuning (running the tests as the grader does), and saves the result to
 /workspace/output/final/.
 """
 
-from microlm import data, finetune, generate
-from micro_humaneval import build_program, format_completion, format_prompt
-from micro_humaneval.execute import compare, run_programs
+import os
+
+# One thread in every pool (torch's and OpenBLAS's, which is sized when torch loads): the sandbox sizes the pools to
+# the job's CPUs, and a model this small gains little from a second thread, which spins and is charged as compute.
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+from microlm import data, finetune, generate  # noqa: E402
+from micro_humaneval import build_program, format_completion, format_prompt  # noqa: E402
+from micro_humaneval.execute import compare, run_programs  # noqa: E402
 
 
 def pass_at_1(model, items):

@@ -13,8 +13,13 @@ import json
 import os
 import random
 
-from microlm import data, episodes, finetune
-from micro_webshop import MAX_NEW_TOKENS, MAX_STEPS, format_prompt, make_env
+# One thread in every pool (torch's and OpenBLAS's, which is sized when torch loads): the sandbox sizes the pools to
+# the job's CPUs, and a model this small gains little from a second thread, which spins and is charged as compute.
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+from microlm import data, episodes, finetune  # noqa: E402
+from micro_webshop import MAX_NEW_TOKENS, MAX_STEPS, format_prompt, make_env  # noqa: E402
 
 
 def successful_pairs(paths):
