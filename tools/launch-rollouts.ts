@@ -36,7 +36,7 @@ export const launchRolloutsTool = defineTool({
         .max(64)
         .default(1)
         .describe(
-          "Torch threads of the sampler, at most a job's CPUs. 1 (the default) plays the most episodes per CPU-second on these small models",
+          "Torch threads of the sampler, at most a job's CPUs; the job gets that many CPUs. 1 (the default) plays the most episodes per CPU-second on these small models",
         ),
       gpus: z.number().int().min(0).max(8).default(0).describe('GPUs for the sampler; 0 on CPU-only servers'),
     })

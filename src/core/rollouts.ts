@@ -87,10 +87,9 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
   const job = await run.startJob('rollouts', {
     command: argv.slice(1).join(' '),
     argv,
-    limits: run.jobLimits(),
-    // The BLAS and OpenMP pools as many threads as torch's: sized to the job's CPUs, their idle threads would spin,
-    // charged to the run as compute the agent did not ask for.
-    env: Object.fromEntries(['OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS'].map((name) => [name, String(request.threads)])),
+    // As many CPUs as sampler threads: the sandbox sizes the BLAS and OpenMP pools to a job's CPUs, and pools wider
+    // than torch's threads would spin, charged to the run as compute the agent did not ask for.
+    limits: run.jobLimits({ cpus: request.threads }),
     gpuCount: request.gpus,
     episodesRequested: request.episodes,
     collect: async (_state, cost) => {

@@ -186,7 +186,7 @@ export class Run {
   /** Starts one of the agent's jobs in the run's sandbox, charged to its budget. */
   async startJob(
     kind: 'exec' | 'training' | 'rollouts',
-    job: Pick<JobRequest, 'command' | 'argv' | 'limits' | 'env' | 'gpuCount' | 'timeoutMs' | 'episodesRequested' | 'collect'>,
+    job: Pick<JobRequest, 'command' | 'argv' | 'limits' | 'gpuCount' | 'timeoutMs' | 'episodesRequested' | 'collect'>,
   ): Promise<JobRow> {
     // exec stays allowed over the quota (it is how the agent deletes files): only long jobs need a fresh figure.
     if (kind !== 'exec') await this.measureDisk();
