@@ -26,23 +26,23 @@ export const budgetStatusTool = defineTool({
       measured_seconds_ago: z
         .number()
         .optional()
-        .describe('Age of the disk figure, measured in the background about every second; left out before the first measurement'),
+        .describe('Age of the disk figure, measured in the background every second (less often for a tree that is slow to walk)'),
     }),
     compute_measured_by: z.string().describe("Where jobs' CPU time is read from"),
   }),
   annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run) => {
     const { row, budget } = run.status();
-    // The walk runs off the event loop: the answer carries the last figure and its age, and starts a fresh walk when that is stale.
-    const stale = run.disk().measured_seconds_ago;
-    if (stale === null) await run.measureDisk();
-    else if (stale >= 1) void run.measureDisk().catch((error) => run.logger.warn({ err: error, run: run.id }, 'disk measurement failed'));
+    // The answer carries the last figure and its age: the engine's budget check walks the run every second, less often
+    // after a slow walk (a huge tree), and calls here must not make it walk more.
+    if (run.disk().measured_seconds_ago === null) await run.measureDisk();
     const disk = run.disk();
     const structured = {
       run_id: run.id,
       task_id: run.task.id,
       run_state: row.state,
-      end_reason: row.end_reason,
+      // Left out while the run is active rather than null: a result without nulls is answered as it is, with no copy.
+      end_reason: row.end_reason ?? undefined,
       ...budget,
       disk_bytes: disk,
       compute_measured_by: run.computeAccounting,

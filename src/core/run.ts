@@ -282,8 +282,8 @@ export class Run {
   }
 
   /**
-   * Measures the run's disk account now: its folder (workspace, job logs) walked by a child
-   * process, off the event loop, plus the bytes it stored in the server's shared stores
+   * Measures the run's disk account now: its folder (workspace, job logs) walked by a thread of
+   * its own, off the event loop, plus the bytes it stored in the server's shared stores
    * (submissions, code snapshots, trajectories). The figure is from a walk that started
    * after the call (one in flight may predate a deletion): callers meanwhile share the next walk.
    */
