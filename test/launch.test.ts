@@ -365,6 +365,39 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
     });
   });
 
+  it("hands an HTTP run to the launcher's own server: another server on the same home, which adopts ownerless runs, never takes it", async () => {
+    const before = withStore(home, (store) => store.listRuns().length);
+    const launching = launch(['--agent', 'codex', '--transport', 'http', '--budget', 'wall=3m'], {
+      STAND_IN_REPLAY: instructionsOnly,
+      STAND_IN_CONNECT_AFTER_MS: '8000',
+    });
+    // Once the launcher has made the run and its token, another server starts on the home: it adopts, as it starts, every
+    // active HTTP run whose owner is not alive, as a run left by `a2rl runs create` is.
+    for (
+      let tries = 0;
+      withStore(home, (store) =>
+        store
+          .listRuns()
+          .slice(before)
+          .every((run) => !store.getRunToken(run.id)),
+      );
+      tries++
+    ) {
+      expect(tries).toBeLessThan(300);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const other = spawn(process.execPath, [cliEntry, '--home', home, 'serve', '--http', '--port', '0'], { stdio: 'ignore' });
+    try {
+      const launched = await launching;
+      expect(launched).toHaveLength(1);
+      expect(launched[0]).toMatchObject({ exit_code: 0, infrastructure_failure: null });
+      const adopted = withStore(home, (store) => store.listEvents(launched[0]!.run_id, 'run').filter((event) => event.name === 'adopted'));
+      expect(adopted.map((event) => JSON.parse(event.data).owner.split('-')[0])).not.toContain(String(other.pid));
+    } finally {
+      other.kill('SIGTERM');
+    }
+  });
+
   it('stops an agent that ignores TERM at the wall clock plus the grace: TERM, then KILL, whole process group', async () => {
     const started = Date.now();
     const [launched] = await launch(['--agent', 'claude-code', '--budget', 'wall=25s', '--grace', '3'], {

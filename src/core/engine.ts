@@ -359,9 +359,12 @@ export class Engine {
     void this.gradeBaseline({ id, dir: row.dir, task: this.taskOf(row), record }).catch(() => undefined);
   }
 
-  /** Leaves a run this process prepared to whichever HTTP server uses its token first. */
-  releaseRun(id: string): void {
-    this.store.claimRun(id, this.owner, noOwner);
+  /**
+   * Leaves a run this process prepared to another: to the HTTP server `to` names (a launcher's own, so that no other
+   * server on this home adopts it first), or by default to whichever HTTP server uses its token first.
+   */
+  releaseRun(id: string, to = noOwner): void {
+    this.store.claimRun(id, this.owner, to);
   }
 
   /** Adopts every active HTTP run whose server is gone, so budgets are enforced even while no agent is connected. */

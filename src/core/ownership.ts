@@ -10,7 +10,12 @@ import type { Logger } from '../util/logger.js';
  * stopped: what it owned is recovered by the next server (see docs/ARCHITECTURE.md).
  */
 export function ownerOfThisProcess(): string {
-  return `${process.pid}-${processStartTime(process.pid) ?? 0}`;
+  return ownerOf(process.pid);
+}
+
+/** The owner name of a live process, e.g. a server this process started. */
+export function ownerOf(pid: number): string {
+  return `${pid}-${processStartTime(pid) ?? 0}`;
 }
 
 export function ownerAlive(owner: string): boolean {

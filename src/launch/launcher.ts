@@ -12,6 +12,7 @@ import { eventRecorder } from '../store/events.js';
 import { summarizeRun, type RunSummary } from '../reports/summary.js';
 import { serverVersion } from '../mcp/server.js';
 import { issueRunToken } from '../mcp/tokens.js';
+import { ownerOf } from '../core/ownership.js';
 import { agentKind, type AgentKind, findExecutable, type McpEndpoint } from './agents.js';
 import { relayEntry, startStdioBridge, type StdioBridge } from './bridge.js';
 import { agentInstallRoot, assertJailable, jailCommand, jailSocketPath } from './jail.js';
@@ -101,7 +102,7 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
             batch,
             repeat: index + 1,
             agentVersion,
-            httpUrl: http?.url,
+            http: http && { url: http.url, owner: http.owner },
             executable,
             agentPaths,
           }),
@@ -130,7 +131,8 @@ interface OneLaunch extends LaunchOptions {
   batch: string;
   repeat: number;
   agentVersion: string | null;
-  httpUrl?: string;
+  /** The launcher's own `serve --http`: its address, and its owner name, to which each run is handed. */
+  http?: { url: string; owner: string };
   /** The agent's executable as found on PATH (or in the setup's agents folder). */
   executable: string | undefined;
   /** Host paths shown read-only in the jail: the agent's installation and the operator's --agent-bind. */
@@ -160,9 +162,10 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
   const stderrLog = join(agentDir, 'stderr.log');
   let endpoint: McpEndpoint;
   let bridge: StdioBridge | undefined;
-  if (launch.httpUrl) {
-    endpoint = { kind: 'http', url: launch.httpUrl, token: issueRunToken(engine.store, row.id) };
-    engine.releaseRun(row.id);
+  if (launch.http) {
+    endpoint = { kind: 'http', url: launch.http.url, token: issueRunToken(engine.store, row.id) };
+    // To this launcher's server by name: another HTTP server on the same home adopts ownerless runs, and would take it.
+    engine.releaseRun(row.id, launch.http.owner);
   } else {
     // The jailed agent starts the relay; behind the bridge socket the launcher starts the real
     // server outside the jail, which takes the run over from the launcher.
@@ -362,7 +365,7 @@ function versionOf(executable: string, agent: AgentKind): string | null {
 }
 
 /** A `serve --http` child on a free loopback port, on the launcher's home, for agents that connect over HTTP. */
-async function startHttpServer(home: string, serveArgs: string[]): Promise<{ url: string; stop: () => Promise<void> }> {
+async function startHttpServer(home: string, serveArgs: string[]): Promise<{ url: string; owner: string; stop: () => Promise<void> }> {
   const child: ChildProcess = spawn(process.execPath, [cliEntry, '--home', home, 'serve', '--http', '--port', '0', ...serveArgs], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -389,6 +392,7 @@ async function startHttpServer(home: string, serveArgs: string[]): Promise<{ url
   });
   return {
     url,
+    owner: ownerOf(child.pid!),
     stop: async () => {
       // SIGTERM: the server stops accepting, stops the runs' jobs, lets grading in flight finish and exits.
       child.kill('SIGTERM');
