@@ -23,24 +23,32 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq --no-install-recommends $missing >&2
 fi
 
-# npm ci only when the lockfile changed since the last install.
-stamp=node_modules/.a2rl-lock.sha256
-want=$(sha256sum package-lock.json | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: installing npm dependencies" >&2
-  npm ci --no-audit --no-fund >&2
-  echo "$want" > "$stamp"
-fi
+# The three installs below run side by side, each in a subshell of its own: they mostly wait on
+# downloads and unpacking (one after another they took 165 s on a 2-core machine with warm caches).
+
+# npm ci only when the lockfile changed since the last install; then the TypeScript build.
+npm_dependencies() {
+  stamp=node_modules/.a2rl-lock.sha256
+  want=$(sha256sum package-lock.json | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "setup: installing npm dependencies" >&2
+    npm ci --no-audit --no-fund >&2
+    echo "$want" > "$stamp"
+  fi
+  npm run --silent build >&2
+}
 
 # The agent CLIs the real-agent tests drive (test/agents.test.ts), at the versions tested,
 # outside the project's dependencies; an operator's own install on PATH wins over these.
-agents="@anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0 @google/gemini-cli@0.61.0"
-agents_stamp=.agents/.a2rl-agents
-if [ ! -f "$agents_stamp" ] || [ "$(cat "$agents_stamp")" != "$agents" ]; then
-  echo "setup: installing agent CLIs into .agents/: $agents" >&2
-  npm install --prefix .agents --no-audit --no-fund $agents >&2
-  echo "$agents" > "$agents_stamp"
-fi
+agent_clis() {
+  agents="@anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0 @google/gemini-cli@0.61.0"
+  agents_stamp=.agents/.a2rl-agents
+  if [ ! -f "$agents_stamp" ] || [ "$(cat "$agents_stamp")" != "$agents" ]; then
+    echo "setup: installing agent CLIs into .agents/: $agents" >&2
+    npm install --prefix .agents --no-audit --no-fund $agents >&2
+    echo "$agents" > "$agents_stamp"
+  fi
+}
 
 # The full tier's Python runtime (tasks/hflm/requirements.txt, exact pins) in .venv-full, built
 # with the system Python the sandbox runs; every sandbox backend mounts it read-only. On a host
@@ -49,20 +57,36 @@ fi
 # change: the stamp, written last, holds their hash, so an interrupted build is redone.
 # PIP_RETRIES=0: an index that cannot be reached fails at once instead of being retried for
 # minutes. About 30 s from a local index.
-venv=.venv-full
-venv_stamp=$venv/.a2rl-requirements.sha256
-gpu=${A2RL_FULL_GPU:-$(nvidia-smi -L >/dev/null 2>&1 && echo 1 || echo 0)}
-pins=tasks/hflm/requirements.txt
-[ "$gpu" = 1 ] && pins="$pins tasks/hflm/requirements-gpu.txt"
-venv_want=$(cat $pins | sha256sum | cut -d' ' -f1)
-if [ ! -f "$venv_stamp" ] || [ "$(cat "$venv_stamp")" != "$venv_want" ]; then
-  echo "setup: building $venv from $pins" >&2
-  rm -rf "$venv"
-  /usr/bin/python3 -m venv "$venv"
-  for file in $pins; do
-    PIP_RETRIES=0 "$venv/bin/pip" install --quiet --no-input -r "$file" >&2
-  done
-  echo "$venv_want" > "$venv_stamp"
+full_venv() {
+  venv=.venv-full
+  venv_stamp=$venv/.a2rl-requirements.sha256
+  gpu=${A2RL_FULL_GPU:-$(nvidia-smi -L >/dev/null 2>&1 && echo 1 || echo 0)}
+  pins=tasks/hflm/requirements.txt
+  [ "$gpu" = 1 ] && pins="$pins tasks/hflm/requirements-gpu.txt"
+  venv_want=$(cat $pins | sha256sum | cut -d' ' -f1)
+  if [ ! -f "$venv_stamp" ] || [ "$(cat "$venv_stamp")" != "$venv_want" ]; then
+    echo "setup: building $venv from $pins" >&2
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv "$venv"
+    for file in $pins; do
+      PIP_RETRIES=0 "$venv/bin/pip" install --quiet --no-input -r "$file" >&2
+    done
+    echo "$venv_want" > "$venv_stamp"
+  fi
+}
+
+(set -e; npm_dependencies) &
+npm_pid=$!
+(set -e; agent_clis) &
+agents_pid=$!
+(set -e; full_venv) &
+venv_pid=$!
+failed=""
+wait "$npm_pid" || failed="$failed npm-dependencies"
+wait "$agents_pid" || failed="$failed agent-CLIs"
+wait "$venv_pid" || failed="$failed .venv-full"
+if [ -n "$failed" ]; then
+  echo "setup: failed:$failed (its error is above); fix it and run scripts/setup.sh again" >&2
+  exit 1
 fi
 
-npm run --silent build >&2

@@ -173,58 +173,64 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
     for (const cli of clis) expect(findExecutable(agentKind(cli.agent)), 'run scripts/setup.sh').toBeTruthy();
   });
 
-  for (const cli of clis) {
-    for (const transport of ['stdio', 'http'] as const) {
-      // Over stdio the run ends when the model is done; over HTTP the model never answers its last request, so the deadline stops the agent.
-      const end = transport === 'stdio' ? 'text' : 'hang';
-      it(`${cli.agent} over ${transport}: only the a2rl tools offered, every one callable, built-ins refused, nothing of the operator's, ${end === 'text' ? 'exit 0' : 'TERM at the deadline'}`, async () => {
-        const started = Date.now();
-        const launched = await benchmark(cli.agent, transport, end, end === 'text' ? '3m' : '60s');
-        expect(launched.code, launched.stderr).toBe(0);
-        expect(launched.runs).toHaveLength(1);
-        const run = launched.runs[0]!;
-        expect(run.infrastructure_failure).toBeNull();
-        if (end === 'text') expect(run).toMatchObject({ exit_code: 0, stopped_at_deadline: false });
-        else {
-          expect(run.stopped_at_deadline).toBe(true);
-          // The whole run is bounded by the wall clock plus the grace, whatever the agent does on TERM.
-          expect(Date.now() - started).toBeLessThan(60_000 + 5_000 + 60_000);
-        }
-
-        // Every request that offered tools offered exactly these, in every turn.
-        const scripted = launched.requests.filter((request) => request.scripted);
-        expect(scripted.length).toBeGreaterThanOrEqual(15);
-        for (const request of scripted) expect([...request.tools].sort()).toEqual([...cli.offered].sort());
-        // The whole script was played: every step got its request.
-        expect(launched.stepsServed).toBe(15);
-        // Nothing of the operator's own instructions, settings or MCP servers reached the model.
-        for (const request of launched.requests) expect(request.text).not.toContain(decoy);
-
-        const workDir = join(home, 'runs', run.run_id, 'agent', 'work');
-        // The built-in shell and file tools were refused: nothing they would have made exists.
-        expect(existsSync(join(workDir, 'pwned-by-shell'))).toBe(false);
-        expect(existsSync(join(workDir, 'pwned-by-write'))).toBe(false);
-        withStore((store) => {
-          const called = store.listEvents(run.run_id, 'tool').map((event) => ({ name: event.name, data: JSON.parse(event.data) }));
-          // Every a2rl tool reached the server, the six that write too.
-          expect([...new Set(called.map((call) => call.name))].sort()).toEqual(toolNames);
-          for (const name of ['write_file', 'exec', 'run_training', 'cancel_job', 'launch_rollouts', 'submit_artifact']) {
-            const call = called.find((c) => c.name === name)!;
-            expect(call.data.error, `${name}: ${JSON.stringify(call.data)}`).toBeUndefined();
+  // Two launches at a time (vitest.config.ts): the HTTP ones mostly wait for their deadline, so they go first, and the
+  // short stdio ones fill the slot beside the last of them.
+  describe.concurrent('each CLI over each transport', () => {
+    for (const transport of ['http', 'stdio'] as const) {
+      for (const cli of clis) {
+        // Over stdio the run ends when the model is done; over HTTP the model never answers its last request, so the deadline stops the agent.
+        const end = transport === 'stdio' ? 'text' : 'hang';
+        it(`${cli.agent} over ${transport}: only the a2rl tools offered, every one callable, built-ins refused, nothing of the operator's, ${end === 'text' ? 'exit 0' : 'TERM at the deadline'}`, async ({
+          expect,
+        }) => {
+          const started = Date.now();
+          const launched = await benchmark(cli.agent, transport, end, end === 'text' ? '3m' : '60s');
+          expect(launched.code, launched.stderr).toBe(0);
+          expect(launched.runs).toHaveLength(1);
+          const run = launched.runs[0]!;
+          expect(run.infrastructure_failure).toBeNull();
+          if (end === 'text') expect(run).toMatchObject({ exit_code: 0, stopped_at_deadline: false });
+          else {
+            expect(run.stopped_at_deadline).toBe(true);
+            // The whole run is bounded by the wall clock plus the grace, whatever the agent does on TERM.
+            expect(Date.now() - started).toBeLessThan(60_000 + 5_000 + 60_000);
           }
-          expect(store.listSubmissions(run.run_id)).toHaveLength(1);
-          const row = store.getRun(run.run_id)!;
-          expect(row).toMatchObject({ agent: cli.agent, driver_model: 'scripted-model', state: 'ended', infrastructure_failure: null });
+
+          // Every request that offered tools offered exactly these, in every turn.
+          const scripted = launched.requests.filter((request) => request.scripted);
+          expect(scripted.length).toBeGreaterThanOrEqual(15);
+          for (const request of scripted) expect([...request.tools].sort()).toEqual([...cli.offered].sort());
+          // The whole script was played: every step got its request.
+          expect(launched.stepsServed).toBe(15);
+          // Nothing of the operator's own instructions, settings or MCP servers reached the model.
+          for (const request of launched.requests) expect(request.text).not.toContain(decoy);
+
+          const workDir = join(home, 'runs', run.run_id, 'agent', 'work');
+          // The built-in shell and file tools were refused: nothing they would have made exists.
+          expect(existsSync(join(workDir, 'pwned-by-shell'))).toBe(false);
+          expect(existsSync(join(workDir, 'pwned-by-write'))).toBe(false);
+          withStore((store) => {
+            const called = store.listEvents(run.run_id, 'tool').map((event) => ({ name: event.name, data: JSON.parse(event.data) }));
+            // Every a2rl tool reached the server, the six that write too.
+            expect([...new Set(called.map((call) => call.name))].sort()).toEqual(toolNames);
+            for (const name of ['write_file', 'exec', 'run_training', 'cancel_job', 'launch_rollouts', 'submit_artifact']) {
+              const call = called.find((c) => c.name === name)!;
+              expect(call.data.error, `${name}: ${JSON.stringify(call.data)}`).toBeUndefined();
+            }
+            expect(store.listSubmissions(run.run_id)).toHaveLength(1);
+            const row = store.getRun(run.run_id)!;
+            expect(row).toMatchObject({ agent: cli.agent, driver_model: 'scripted-model', state: 'ended', infrastructure_failure: null });
+          });
+          if (transport === 'stdio') {
+            // The server started 5 s late, and the agent still had its tools from its first request on.
+            const listed = withStore((store) => store.listEvents(run.run_id, 'session').find((event) => event.name === 'tools_listed')!);
+            const created = withStore((store) => store.getRun(run.run_id)!.created_at);
+            expect(listed.at - created).toBeGreaterThanOrEqual(5_000);
+          }
         });
-        if (transport === 'stdio') {
-          // The server started 5 s late, and the agent still had its tools from its first request on.
-          const listed = withStore((store) => store.listEvents(run.run_id, 'session').find((event) => event.name === 'tools_listed')!);
-          const created = withStore((store) => store.getRun(run.run_id)!.created_at);
-          expect(listed.at - created).toBeGreaterThanOrEqual(5_000);
-        }
-      });
+      }
     }
-  }
+  });
 
   it("a client's health check (claude mcp list) leaves a run out of the results", () => {
     const checkHome = tempDir('agents-health');

@@ -28,7 +28,7 @@ def obeyed(model, items):
 
 
 def main():
-    parser = finetune.parser(__doc__, steps=2500, lr=2e-3, warmup=30, batch_size=16)
+    parser = finetune.parser(__doc__, steps=1800, lr=2e-3, warmup=30, batch_size=16)
     parser.add_argument("--holdout", type=int, default=100, help="training items kept aside to measure obedience")
     args = finetune.start(parser)
     held_out, train = finetune.holdout(data.read_jsonl(args.data), args.holdout, args.seed)
