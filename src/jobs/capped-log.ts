@@ -37,7 +37,8 @@ export class CappedLog implements OutputSink {
   }
 
   write(chunk: Buffer): void {
-    if (this.fd === undefined) return;
+    // An empty chunk changes nothing; at exactly the cap it would start the ring and a marker for 0 bytes dropped.
+    if (this.fd === undefined || chunk.length === 0) return;
     const cap = this.cap.headBytes + this.cap.tailBytes;
     if (this.received < cap) {
       const direct = chunk.subarray(0, cap - this.received);
