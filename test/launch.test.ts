@@ -6,6 +6,7 @@ import { tools } from '../tools/index.js';
 import { runAgentOf } from '../src/launch/agent-events.js';
 import { agentKind, findExecutable } from '../src/launch/agents.js';
 import { relayEntry } from '../src/launch/bridge.js';
+import { ownerPid } from '../src/core/ownership.js';
 import { oracleOf } from '../src/launch/demo.js';
 import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
 import type { LaunchedRun } from '../src/launch/launcher.js';
@@ -392,7 +393,7 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
       expect(launched).toHaveLength(1);
       expect(launched[0]).toMatchObject({ exit_code: 0, infrastructure_failure: null });
       const adopted = withStore(home, (store) => store.listEvents(launched[0]!.run_id, 'run').filter((event) => event.name === 'adopted'));
-      expect(adopted.map((event) => JSON.parse(event.data).owner.split('-')[0])).not.toContain(String(other.pid));
+      expect(adopted.map((event) => ownerPid(JSON.parse(event.data).owner))).not.toContain(other.pid);
     } finally {
       other.kill('SIGTERM');
     }
