@@ -8,11 +8,11 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
-import { BubblewrapBackend } from '../sandbox/bwrap.js';
+import { BubblewrapBackend, systemArgs } from '../sandbox/bwrap.js';
 import { DockerBackend } from '../sandbox/docker.js';
 import { SlurmBackend } from '../sandbox/slurm.js';
 import { startLocalSlurm } from '../test/helpers/slurm.js';
@@ -127,27 +127,27 @@ async function sandboxStart(backend: SandboxBackend, runs: number) {
 
 /**
  * bubblewrap's job start against its floor: `bwrap --unshare-all` with the same system
- * mounts, /proc, /dev, /tmp and workspace, running `true` straight from this process (no
- * cgroup, no accounting, no log file), alternating with the sandbox's own exec.
+ * mounts (`systemArgs`), /proc, /dev, /tmp and workspace, running `true` straight from this
+ * process (no cgroup, no accounting, no log file), alternating with the sandbox's own exec.
+ * Each start comes after a pause, as jobs do: after a quiet spell the kernel may make a move
+ * into a cgroup wait for an RCU grace period (sandbox/cgroup.ts), which back-to-back starts hide.
  */
 async function bubblewrapStart(runs: number) {
   const workspace = mkdtempSync(join(tmpdir(), 'a2rl-bench-ws-'));
   const sandbox = await new BubblewrapBackend(benchOwner).create(benchSpec(workspace));
-  const system = ['--ro-bind', '/usr', '/usr'];
-  for (const link of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
-    if (existsSync(link))
-      system.push(...(lstatSync(link).isSymbolicLink() ? ['--symlink', `usr${link}`, link] : ['--ro-bind', link, link]));
-  }
-  const raw = ['--unshare-all', '--die-with-parent', ...system, '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp'];
+  const raw = ['--unshare-all', '--die-with-parent', ...systemArgs(), '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp'];
   raw.push('--bind', workspace, '/workspace', '--chdir', '/workspace', '--', 'true');
   const floor: number[] = [];
   const mine: number[] = [];
   try {
+    const pause = () => new Promise((resolve) => setTimeout(resolve, 50));
     for (let i = 0; i < runs; i++) {
+      await pause();
       const start = performance.now();
       const code = await new Promise((resolve) => spawn('bwrap', raw, { stdio: 'ignore' }).once('close', resolve));
       floor.push(performance.now() - start);
       if (code !== 0) throw new Error(`bwrap ... true exited with ${code}`);
+      await pause();
       mine.push(...(await execTrue(sandbox, 1, `bench-${i}`)));
     }
   } finally {

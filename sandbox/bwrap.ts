@@ -2,14 +2,14 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { cgroupsUnavailableReason, JobCgroup, sweepCgroups } from './cgroup.js';
+import { cgroupsUnavailableReason, JobCgroup, slowCgroupMovesReason, sweepCgroups } from './cgroup.js';
 import { processTree, signalAll } from './process-tree.js';
 import type { ExecOptions, ExitStatus, ResourceUsage, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from './contract.js';
 
 /** The unprivileged identity jobs run as inside the sandbox. */
 const sandboxUid = 1000;
 /** Operating-system files a Python/PyTorch job needs, always read-only. */
-const systemFiles = ['/etc/alternatives', '/etc/ld.so.cache', '/etc/ld.so.conf', '/etc/ld.so.conf.d', '/etc/localtime'];
+const systemFiles = ['/etc/alternatives', '/etc/ld.so.cache', '/etc/localtime'];
 const mergedUsrLinks = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
 /**
@@ -38,7 +38,8 @@ export class BubblewrapBackend implements SandboxBackend {
 
   hostCheck(): string | undefined {
     const noCgroups = cgroupsUnavailableReason();
-    return noCgroups && `${noCgroups}: jobs run without memory, CPU and process limits, and compute is charged as wall time × all cores`;
+    if (noCgroups) return `${noCgroups}: jobs run without memory, CPU and process limits, and compute is charged as wall time × all cores`;
+    return slowCgroupMovesReason(readFileSync('/proc/self/mountinfo', 'utf8'));
   }
 
   async sweep(ownerAlive: (owner: string) => boolean): Promise<string[]> {

@@ -1,9 +1,9 @@
 import Docker from 'dockerode';
-import { chownSync, lstatSync, readdirSync } from 'node:fs';
+import { chownSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { cgroupDirsOf, cgroupsUnavailableReason, JobCgroup, sweepChildCgroups } from './cgroup.js';
+import { cgroupDirsOf, cgroupsUnavailableReason, JobCgroup, slowCgroupMovesReason, sweepChildCgroups } from './cgroup.js';
 import { processTree, signalAll } from './process-tree.js';
 import type {
   ExecOptions,
@@ -82,7 +82,8 @@ export class DockerBackend implements SandboxBackend {
 
   hostCheck(): string | undefined {
     const noCgroups = cgroupsUnavailableReason();
-    return noCgroups && `${noCgroups}: jobs run with the container's limits only, and compute is charged as wall time × all cores`;
+    if (noCgroups) return `${noCgroups}: jobs run with the container's limits only, and compute is charged as wall time × all cores`;
+    return slowCgroupMovesReason(readFileSync('/proc/self/mountinfo', 'utf8'));
   }
 
   /** Nothing to release: every container goes with its sandbox. */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
-import { cgroupsUnavailableReason } from '../sandbox/cgroup.js';
+import { cgroupsUnavailableReason, slowCgroupMovesReason } from '../sandbox/cgroup.js';
 import { DockerBackend } from '../sandbox/docker.js';
 import type { SandboxBackend, SandboxInstance, SandboxProcess } from '../sandbox/contract.js';
 import { SlurmBackend } from '../sandbox/slurm.js';
@@ -256,5 +256,23 @@ EOF`;
       void job.exited.then(() => clearInterval(timer));
     });
     expect(peak).toBeGreaterThan(90 * 2 ** 20);
+  });
+});
+
+describe('moving jobs into cgroups', () => {
+  const hybrid = [
+    '32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu',
+    '35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory',
+    '41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw',
+  ].join('\n');
+
+  it('names the remount that spares each job start an RCU grace period, and is quiet once a hierarchy has favordynmods', () => {
+    expect(slowCgroupMovesReason(hybrid)).toMatch(/RCU grace period.*mount -o remount,favordynmods \/sys\/fs\/cgroup\/unified/);
+    expect(slowCgroupMovesReason(hybrid.replace('cgroup2 rw', 'cgroup2 rw,favordynmods'))).toBeUndefined();
+    // Without a cgroup2 mount, only the boot option is left; without cgroups at all, nothing moves.
+    const v1Only = hybrid.split('\n').slice(0, 2).join('\n');
+    expect(slowCgroupMovesReason(v1Only)).toMatch(/boot with cgroup_favordynmods=true/);
+    expect(slowCgroupMovesReason(v1Only)).not.toMatch(/remount/);
+    expect(slowCgroupMovesReason('22 1 0:21 / /proc rw - proc proc rw')).toBeUndefined();
   });
 });
