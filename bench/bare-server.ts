@@ -4,10 +4,13 @@
  * recorded, authenticated or read from a store.
  *
  *   node dist/bench/bare-server.js stdio        # MCP over stdin/stdout
+ *   node dist/bench/bare-server.js stdio DB     # the same, committing each call's event to the SQLite file DB
+ *                                                # before answering, as invariant 5 makes a2rl do (same schema)
  *   node dist/bench/bare-server.js http         # Streamable HTTP on node:http, a free loopback port;
  *                                                # prints "listening on http://127.0.0.1:PORT" on stderr
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import Database from 'better-sqlite3';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { randomUUID } from 'node:crypto';
@@ -29,7 +32,24 @@ const answer = {
   disk_bytes: { used: 4096, limit: 2 ** 30, left: 2 ** 30 - 4096 },
 };
 
-function bareServer(): McpServer {
+/** One committed insert per call, as a2rl's store makes it: WAL, synchronous NORMAL, the events table and its index. */
+function eventCommitter(path: string): (data: unknown) => void {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.exec(`CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, at INTEGER NOT NULL,
+             t_rel_ms INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL);
+           CREATE INDEX IF NOT EXISTS events_by_kind ON events(run_id, kind, name);`);
+  const insert = db.prepare(`INSERT INTO events (run_id, at, t_rel_ms, kind, name, data)
+                               VALUES (@run_id, @at, @t_rel_ms, @kind, @name, @data)`);
+  const startedAt = Date.now();
+  return (data) => {
+    const at = Date.now();
+    insert.run({ run_id: 'bare', at, t_rel_ms: at - startedAt, kind: 'tool', name: 'budget_status', data: JSON.stringify(data) });
+  };
+}
+
+function bareServer(commit?: (data: unknown) => void): McpServer {
   const server = new McpServer({ name: 'bare', version: '1' });
   server.registerTool(
     'budget_status',
@@ -50,7 +70,10 @@ function bareServer(): McpServer {
         disk_bytes: line,
       }),
     },
-    async () => ({ content: [{ type: 'text', text: JSON.stringify(answer) }], structuredContent: answer }),
+    async (args) => {
+      commit?.({ arguments: args, result: answer, duration_ms: 0 });
+      return { content: [{ type: 'text', text: JSON.stringify(answer) }], structuredContent: answer };
+    },
   );
   return server;
 }
@@ -78,9 +101,9 @@ async function serveHttp(): Promise<void> {
 }
 
 const mode = process.argv[2];
-if (mode === 'stdio') await bareServer().connect(new StdioServerTransport());
+if (mode === 'stdio') await bareServer(process.argv[3] ? eventCommitter(process.argv[3]) : undefined).connect(new StdioServerTransport());
 else if (mode === 'http') await serveHttp();
 else {
-  process.stderr.write('usage: bare-server.js stdio|http\n');
+  process.stderr.write('usage: bare-server.js stdio [DB]|http\n');
   process.exit(2);
 }
