@@ -5,14 +5,14 @@
  *
  *   node dist/bench/bare-server.js stdio        # MCP over stdin/stdout
  *   node dist/bench/bare-server.js stdio DB     # the same, committing each call's event to the SQLite file DB
- *                                                # before answering, as invariant 5 makes a2rl do (same schema)
+ *                                                # before answering, as invariant 5 makes a2rl do
  *   node dist/bench/bare-server.js http         # Streamable HTTP on node:http, a free loopback port;
  *                                                # prints "listening on http://127.0.0.1:PORT" on stderr
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import Database from 'better-sqlite3';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
 import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -32,13 +32,19 @@ const answer = {
   disk_bytes: { used: 4096, limit: 2 ** 30, left: 2 ** 30 - 4096 },
 };
 
-/** One committed insert per call, as a2rl's store makes it: WAL, synchronous NORMAL, the events table and its index. */
+/**
+ * One committed insert per call, as a2rl's store makes it: WAL, synchronous NORMAL, foreign keys on, the events
+ * table with its index and its reference to the run.
+ */
 function eventCommitter(path: string): (data: unknown) => void {
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
-  db.exec(`CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, at INTEGER NOT NULL,
-             t_rel_ms INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL);
+  db.pragma('foreign_keys = ON');
+  db.exec(`CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY);
+           INSERT OR IGNORE INTO runs (id) VALUES ('bare');
+           CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL REFERENCES runs(id),
+             at INTEGER NOT NULL, t_rel_ms INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL);
            CREATE INDEX IF NOT EXISTS events_by_kind ON events(run_id, kind, name);`);
   const insert = db.prepare(`INSERT INTO events (run_id, at, t_rel_ms, kind, name, data)
                                VALUES (@run_id, @at, @t_rel_ms, @kind, @name, @data)`);

@@ -8,10 +8,9 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { mkdtempSync } from 'node:fs';
 import { BubblewrapBackend, systemArgs } from '../sandbox/bwrap.js';
 import { DockerBackend } from '../sandbox/docker.js';
 import { SlurmBackend } from '../sandbox/slurm.js';
@@ -81,9 +80,12 @@ async function budgetStatusRoundTrip(home: string, calls: number) {
   await bare.connect(new StdioClientTransport({ command: process.execPath, args: [bareServerEntry, 'stdio'], stderr: 'ignore' }));
   // The bare server again, committing each call's event before answering: the price of invariant 5 alone, on this machine.
   const recording = new Client({ name: 'a2rl-bench', version: '1' });
-  const recordingDb = join(mkdtempSync(join(tmpdir(), 'a2rl-bench-bare-')), 'events.sqlite');
   await recording.connect(
-    new StdioClientTransport({ command: process.execPath, args: [bareServerEntry, 'stdio', recordingDb], stderr: 'ignore' }),
+    new StdioClientTransport({
+      command: process.execPath,
+      args: [bareServerEntry, 'stdio', join(home, 'bare-events.sqlite')],
+      stderr: 'ignore',
+    }),
   );
   try {
     await baselineGraded(client);

@@ -8,7 +8,7 @@ import type { ExecOptions, ExitStatus, ResourceUsage, SandboxBackend, SandboxIns
 
 /** The unprivileged identity jobs run as inside the sandbox. */
 const sandboxUid = 1000;
-/** Operating-system files a Python/PyTorch job needs, always read-only. */
+/** Operating-system files a Python/PyTorch job needs, always read-only (not ld.so.conf: only ldconfig reads it, to rebuild the cache). */
 const systemFiles = ['/etc/alternatives', '/etc/ld.so.cache', '/etc/localtime'];
 const mergedUsrLinks = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 

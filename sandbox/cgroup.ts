@@ -9,6 +9,27 @@ export type Controller = (typeof controllers)[number];
 /** Checks, one event-loop turn apart, for a job's last processes to leave before waiting a millisecond and more. */
 const quickChecks = 20;
 
+interface CgroupMount {
+  fsType: 'cgroup' | 'cgroup2';
+  mountPoint: string;
+  /** The hierarchy's own options: its v1 controllers, favordynmods, nsdelegate… */
+  options: string[];
+}
+
+/** The cgroup hierarchies a `/proc/self/mountinfo` lists (optional fields end at ' - '; spaces in paths are escaped). */
+function cgroupMounts(mountinfo: string): CgroupMount[] {
+  const mounts: CgroupMount[] = [];
+  for (const line of mountinfo.trim().split('\n')) {
+    const [mountFields, fsFields] = line.split(' - ');
+    const [fsType, , superOptions] = fsFields?.split(' ') ?? [];
+    const mountPoint = mountFields?.split(' ')[4];
+    if ((fsType === 'cgroup' || fsType === 'cgroup2') && mountPoint) {
+      mounts.push({ fsType, mountPoint, options: superOptions?.split(',') ?? [] });
+    }
+  }
+  return mounts;
+}
+
 /** Where each cgroup v1 controller is mounted. */
 function controllerMounts(): Map<Controller, string> | undefined {
   let mountinfo: string;
@@ -18,15 +39,10 @@ function controllerMounts(): Map<Controller, string> | undefined {
     return undefined;
   }
   const found = new Map<Controller, string>();
-  for (const line of mountinfo.trim().split('\n')) {
-    const [mountFields, fsFields] = line.split(' - ');
-    if (!mountFields || !fsFields) continue;
-    const [fsType, , superOptions] = fsFields.split(' ');
-    if (fsType !== 'cgroup') continue;
-    const mountPoint = mountFields.split(' ')[4]!;
-    for (const option of superOptions?.split(',') ?? []) {
+  for (const mount of cgroupMounts(mountinfo).filter((m) => m.fsType === 'cgroup')) {
+    for (const option of mount.options) {
       const controller = controllers.find((c) => c === option);
-      if (controller && !found.has(controller)) found.set(controller, mountPoint);
+      if (controller && !found.has(controller)) found.set(controller, mount.mountPoint);
     }
   }
   return controllers.every((controller) => found.has(controller)) ? found : undefined;
@@ -84,25 +100,20 @@ export function cgroupsUnavailableReason(): string | undefined {
  * undefined when no cgroup hierarchy is mounted or one has `favordynmods`. Each move takes the
  * kernel's thread-group lock for writing, which after a quiet spell first waits for an RCU grace
  * period: on the 2-core bench host 4–14 ms (p50) for a job started 30–100 ms after the last,
- * against 0.03 ms. `favordynmods` (Linux 6.0 and later; set on any hierarchy, it holds for all)
- * keeps the lock ready for writers, at a small cost to every fork and exit.
+ * against 0.03 ms. `favordynmods` (a cgroup2 mount option since Linux 6.0, a boot option since
+ * 6.7; on any hierarchy it holds for all) keeps the lock ready for writers, at a small cost to
+ * every fork and exit. A remount sets every cgroup2 option at once, so the advice repeats them.
  */
 export function slowCgroupMovesReason(mountinfo: string): string | undefined {
-  const cgroupMounts = mountinfo
-    .trim()
-    .split('\n')
-    .map((line) => {
-      const [mountFields, fsFields] = line.split(' - ');
-      const [fsType, , superOptions] = fsFields?.split(' ') ?? [];
-      return { fsType, mountPoint: mountFields?.split(' ')[4], options: superOptions?.split(',') ?? [] };
-    })
-    .filter((mount) => mount.fsType === 'cgroup' || mount.fsType === 'cgroup2');
-  if (cgroupMounts.length === 0 || cgroupMounts.some((mount) => mount.options.includes('favordynmods'))) return undefined;
-  const unified = cgroupMounts.find((mount) => mount.fsType === 'cgroup2');
+  const mounts = cgroupMounts(mountinfo);
+  if (mounts.length === 0 || mounts.some((mount) => mount.options.includes('favordynmods'))) return undefined;
+  const unified = mounts.find((mount) => mount.fsType === 'cgroup2');
+  // cgroup v1 hierarchies take it only when mounted, not on a remount.
   const remedy = unified
-    ? `mount -o remount,favordynmods ${unified.mountPoint} (as root; Linux 6.0 or later), or boot with cgroup_favordynmods=true`
-    : 'boot with cgroup_favordynmods=true (Linux 6.0 or later)';
-  return `each job start first waits for an RCU grace period while the job moves into its cgroups (5–25 ms after a quiet spell): ${remedy}`;
+    ? `as root, mount -o remount,${[...unified.options, 'favordynmods'].join(',')} ${unified.mountPoint} ` +
+      '(Linux 6.0 or later; until reboot), or boot with cgroup_favordynmods=true (Linux 6.7 or later)'
+    : 'boot with cgroup_favordynmods=true (Linux 6.7 or later)';
+  return `per-job limits apply, but each job start first waits for an RCU grace period as the job moves into its cgroups (4–14 ms p50 after a quiet spell on a 2-core host): ${remedy}`;
 }
 
 /** A job's cgroup in each v1 controller: limits, accounting, and the list of its processes. */

@@ -131,7 +131,8 @@ export interface SandboxBackend {
   unavailableReason(): Promise<string | undefined>;
   /**
    * What this host lacks that the backend would use, though it can run without it (e.g. no
-   * writable cgroups: jobs run without limits, compute charged as wall time); undefined when nothing.
+   * writable cgroups: jobs run without limits, compute charged as wall time; or a cgroup setting
+   * that makes every job start wait for the kernel); undefined when nothing.
    */
   hostCheck(): string | undefined;
   create(spec: SandboxSpec): Promise<SandboxInstance>;

@@ -24,18 +24,23 @@ if [ -n "$missing" ]; then
 fi
 
 # Every job moves into cgroups of its own; after a quiet spell the kernel first makes that move wait for an RCU
-# grace period (5-25 ms a job start on a 2-core host, sandbox/cgroup.ts). The cgroup option favordynmods (Linux 6.0
-# and later) spares it. As root, where jobs use cgroup v1 controllers, setup turns it on; `a2rl doctor` says when off.
+# grace period (4-14 ms p50 a job start on a 2-core host, sandbox/cgroup.ts). The cgroup2 option favordynmods (Linux
+# 6.0 and later) spares it, host-wide until reboot, at a small cost to every fork and exit. As root, where jobs use
+# cgroup v1 controllers, setup turns it on; `a2rl doctor` says when it is off. A remount sets every cgroup2 option at
+# once: the current ones are passed again.
 favor_cgroup_moves() {
   [ "$(id -u)" = 0 ] || return 0
-  grep -q ' - cgroup cgroup [^ ]*memory' /proc/self/mountinfo || return 0
+  grep -q ' - cgroup [^ ]* [^ ]*memory' /proc/self/mountinfo || return 0
   grep -q ' - cgroup2* [^ ]* [^ ]*favordynmods' /proc/self/mountinfo && return 0
   unified=$(awk '/ - cgroup2 / { print $5; exit }' /proc/self/mountinfo)
+  options=$(awk '/ - cgroup2 / { print $NF; exit }' /proc/self/mountinfo)
   [ -n "$unified" ] || return 0
-  if mount -o remount,favordynmods "$unified" 2>/dev/null; then
+  if mount -o "remount,$options,favordynmods" "$unified" 2>/dev/null &&
+    grep -q ' - cgroup2 [^ ]* [^ ]*favordynmods' /proc/self/mountinfo; then
     echo "setup: remounted the cgroup2 hierarchy at $unified with favordynmods, so job starts do not wait for the kernel" >&2
   else
-    echo "setup: could not remount $unified with favordynmods (older kernel or read-only cgroups); job starts may wait 5-25 ms" >&2
+    echo "setup: could not turn on favordynmods at $unified (older kernel, or cgroups this host does not let us remount):" \
+      "job starts may wait 4-14 ms; boot with cgroup_favordynmods=true (Linux 6.7 or later) to spare it" >&2
   fi
 }
 favor_cgroup_moves

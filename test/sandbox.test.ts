@@ -260,19 +260,24 @@ EOF`;
 });
 
 describe('moving jobs into cgroups', () => {
+  // As Linux lists them: optional fields (shared:, master:) before ' - ', then type, source, the hierarchy's options.
   const hybrid = [
-    '32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu',
-    '35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory',
-    '41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw',
+    '32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime shared:9 - cgroup cgroup rw,cpu',
+    '35 31 0:32 / /sys/fs/cgroup/memory rw,relatime shared:12 master:1 - cgroup none rw,memory',
+    '41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw,nsdelegate',
   ].join('\n');
 
-  it('names the remount that spares each job start an RCU grace period, and is quiet once a hierarchy has favordynmods', () => {
-    expect(slowCgroupMovesReason(hybrid)).toMatch(/RCU grace period.*mount -o remount,favordynmods \/sys\/fs\/cgroup\/unified/);
-    expect(slowCgroupMovesReason(hybrid.replace('cgroup2 rw', 'cgroup2 rw,favordynmods'))).toBeUndefined();
-    // Without a cgroup2 mount, only the boot option is left; without cgroups at all, nothing moves.
+  it('names the remount that spares each job start an RCU grace period, keeping the hierarchy options, and is quiet once one has favordynmods', () => {
+    expect(slowCgroupMovesReason(hybrid)).toMatch(
+      /^per-job limits apply, but .*RCU grace period.*mount -o remount,rw,nsdelegate,favordynmods \/sys\/fs\/cgroup\/unified/,
+    );
+    expect(slowCgroupMovesReason(hybrid.replace('cgroup2 rw,nsdelegate', 'cgroup2 rw,nsdelegate,favordynmods'))).toBeUndefined();
+    // Without a cgroup2 mount only the boot option is left (v1 takes favordynmods when mounted, not on a remount).
     const v1Only = hybrid.split('\n').slice(0, 2).join('\n');
     expect(slowCgroupMovesReason(v1Only)).toMatch(/boot with cgroup_favordynmods=true/);
     expect(slowCgroupMovesReason(v1Only)).not.toMatch(/remount/);
+    expect(slowCgroupMovesReason(v1Only.replace('rw,memory', 'rw,memory,favordynmods'))).toBeUndefined();
+    // Without cgroups nothing moves.
     expect(slowCgroupMovesReason('22 1 0:21 / /proc rw - proc proc rw')).toBeUndefined();
   });
 });
