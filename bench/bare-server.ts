@@ -4,7 +4,7 @@
  * recorded, authenticated or read from a store.
  *
  *   node dist/bench/bare-server.js stdio        # MCP over stdin/stdout
- *   node dist/bench/bare-server.js stdio DB     # the same, committing each call's event to the SQLite file DB
+ *   node dist/bench/bare-server.js stdio DB     # the same, committing each call's event to an a2rl store at DB
  *                                                # before answering, as invariant 5 makes a2rl do
  *   node dist/bench/bare-server.js http         # Streamable HTTP on node:http, a free loopback port;
  *                                                # prints "listening on http://127.0.0.1:PORT" on stderr
@@ -12,11 +12,13 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
 import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { dirname } from 'node:path';
 import { z } from 'zod';
+import { eventRecorder, type RecordEvent } from '../src/store/events.js';
+import { Store } from '../src/store/store.js';
 
 const line = z.object({ used: z.number(), limit: z.number(), left: z.number() });
 const answer = {
@@ -32,30 +34,26 @@ const answer = {
   disk_bytes: { used: 4096, limit: 2 ** 30, left: 2 ** 30 - 4096 },
 };
 
-/**
- * One committed insert per call, as a2rl's store makes it: WAL, synchronous NORMAL, foreign keys on, the events
- * table with its index and its reference to the run.
- */
-function eventCommitter(path: string): (data: unknown) => void {
-  const db = new Database(path);
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.pragma('foreign_keys = ON');
-  db.exec(`CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY);
-           INSERT OR IGNORE INTO runs (id) VALUES ('bare');
-           CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL REFERENCES runs(id),
-             at INTEGER NOT NULL, t_rel_ms INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL);
-           CREATE INDEX IF NOT EXISTS events_by_kind ON events(run_id, kind, name);`);
-  const insert = db.prepare(`INSERT INTO events (run_id, at, t_rel_ms, kind, name, data)
-                               VALUES (@run_id, @at, @t_rel_ms, @kind, @name, @data)`);
-  const startedAt = Date.now();
-  return (data) => {
-    const at = Date.now();
-    insert.run({ run_id: 'bare', at, t_rel_ms: at - startedAt, kind: 'tool', name: 'budget_status', data: JSON.stringify(data) });
-  };
+/** a2rl's own store and event recorder, with one run: each call's event committed as a2rl's stdio server commits it. */
+function storeRecorder(path: string): RecordEvent {
+  const store = new Store(path);
+  store.checkpointInBackground();
+  const createdAt = Date.now();
+  store.insertRun({
+    id: 'bare',
+    task_id: 'micro-gsm8k',
+    label: null,
+    budget: '{}',
+    dir: dirname(path),
+    sandbox: 'none',
+    grader_version: '1',
+    owner: 'bare',
+    created_at: createdAt,
+  });
+  return eventRecorder(store, 'bare', createdAt);
 }
 
-function bareServer(commit?: (data: unknown) => void): McpServer {
+function bareServer(record?: RecordEvent): McpServer {
   const server = new McpServer({ name: 'bare', version: '1' });
   server.registerTool(
     'budget_status',
@@ -77,7 +75,7 @@ function bareServer(commit?: (data: unknown) => void): McpServer {
       }),
     },
     async (args) => {
-      commit?.({ arguments: args, result: answer, duration_ms: 0 });
+      record?.('tool', 'budget_status', { arguments: args, result: answer, duration_ms: 0 });
       return { content: [{ type: 'text', text: JSON.stringify(answer) }], structuredContent: answer };
     },
   );
@@ -107,7 +105,7 @@ async function serveHttp(): Promise<void> {
 }
 
 const mode = process.argv[2];
-if (mode === 'stdio') await bareServer(process.argv[3] ? eventCommitter(process.argv[3]) : undefined).connect(new StdioServerTransport());
+if (mode === 'stdio') await bareServer(process.argv[3] ? storeRecorder(process.argv[3]) : undefined).connect(new StdioServerTransport());
 else if (mode === 'http') await serveHttp();
 else {
   process.stderr.write('usage: bare-server.js stdio [DB]|http\n');

@@ -79,8 +79,8 @@ async function budgetStatusRoundTrip(home: string, calls: number) {
   const bare = new Client({ name: 'a2rl-bench', version: '1' });
   await bare.connect(new StdioClientTransport({ command: process.execPath, args: [bareServerEntry, 'stdio'], stderr: 'ignore' }));
   // The bare server again, committing each call's event before answering: the price of invariant 5 alone, on this machine.
-  const recording = new Client({ name: 'a2rl-bench', version: '1' });
-  await recording.connect(
+  const committing = new Client({ name: 'a2rl-bench', version: '1' });
+  await committing.connect(
     new StdioClientTransport({
       command: process.execPath,
       args: [bareServerEntry, 'stdio', join(home, 'bare-events.sqlite')],
@@ -89,8 +89,8 @@ async function budgetStatusRoundTrip(home: string, calls: number) {
   );
   try {
     await baselineGraded(client);
-    const servers = { a2rl: client, bare, recording };
-    const times = { a2rl: [] as number[], bare: [] as number[], recording: [] as number[] };
+    const servers = { a2rl: client, bare, committing };
+    const times = { a2rl: [] as number[], bare: [] as number[], committing: [] as number[] };
     // Steady state on every side: a few thousand calls let V8 compile the hot paths first.
     for (const server of Object.values(servers)) await budgetStatusTimes(server, 2000);
     const blocks = 10;
@@ -98,21 +98,21 @@ async function budgetStatusRoundTrip(home: string, calls: number) {
       for (const [name, server] of Object.entries(servers))
         times[name as keyof typeof times].push(...(await budgetStatusTimes(server, calls / blocks)));
     }
-    const [mine, bareFigures, recordingFigures] = [latencies(times.a2rl), latencies(times.bare), latencies(times.recording)];
+    const [mine, bareFigures, committingFigures] = [latencies(times.a2rl), latencies(times.bare), latencies(times.committing)];
     return {
       a2rl: mine,
       bare_sdk: bareFigures,
-      bare_sdk_committing_each_call: recordingFigures,
+      bare_sdk_committing_each_call: committingFigures,
       p50_ratio: round(mine.p50_ms / bareFigures.p50_ms),
       p99_ratio: round(mine.p99_ms / bareFigures.p99_ms),
-      p50_ratio_to_committing: round(mine.p50_ms / recordingFigures.p50_ms),
-      p99_ratio_to_committing: round(mine.p99_ms / recordingFigures.p99_ms),
+      p50_ratio_to_committing: round(mine.p50_ms / committingFigures.p50_ms),
+      p99_ratio_to_committing: round(mine.p99_ms / committingFigures.p99_ms),
       targets: { p50_ratio: 1.3, p99_ratio: 1.5 },
     };
   } finally {
     await client.close();
     await bare.close();
-    await recording.close();
+    await committing.close();
   }
 }
 

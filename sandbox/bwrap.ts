@@ -39,7 +39,7 @@ export class BubblewrapBackend implements SandboxBackend {
   hostCheck(): string | undefined {
     const noCgroups = cgroupsUnavailableReason();
     if (noCgroups) return `${noCgroups}: jobs run without memory, CPU and process limits, and compute is charged as wall time × all cores`;
-    return slowCgroupMovesReason(readFileSync('/proc/self/mountinfo', 'utf8'));
+    return slowCgroupMovesReason();
   }
 
   async sweep(ownerAlive: (owner: string) => boolean): Promise<string[]> {

@@ -30,14 +30,18 @@ function cgroupMounts(mountinfo: string): CgroupMount[] {
   return mounts;
 }
 
+/** This process's `/proc/self/mountinfo`, or '' where there is none to read. */
+function ownMountinfo(): string {
+  try {
+    return readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return '';
+  }
+}
+
 /** Where each cgroup v1 controller is mounted. */
 function controllerMounts(): Map<Controller, string> | undefined {
-  let mountinfo: string;
-  try {
-    mountinfo = readFileSync('/proc/self/mountinfo', 'utf8');
-  } catch {
-    return undefined;
-  }
+  const mountinfo = ownMountinfo();
   const found = new Map<Controller, string>();
   for (const mount of cgroupMounts(mountinfo).filter((m) => m.fsType === 'cgroup')) {
     for (const option of mount.options) {
@@ -104,7 +108,7 @@ export function cgroupsUnavailableReason(): string | undefined {
  * 6.7; on any hierarchy it holds for all) keeps the lock ready for writers, at a small cost to
  * every fork and exit. A remount sets every cgroup2 option at once, so the advice repeats them.
  */
-export function slowCgroupMovesReason(mountinfo: string): string | undefined {
+export function slowCgroupMovesReason(mountinfo = ownMountinfo()): string | undefined {
   const mounts = cgroupMounts(mountinfo);
   if (mounts.length === 0 || mounts.some((mount) => mount.options.includes('favordynmods'))) return undefined;
   const unified = mounts.find((mount) => mount.fsType === 'cgroup2');

@@ -1,5 +1,5 @@
 import Docker from 'dockerode';
-import { chownSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
+import { chownSync, lstatSync, readdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -83,7 +83,7 @@ export class DockerBackend implements SandboxBackend {
   hostCheck(): string | undefined {
     const noCgroups = cgroupsUnavailableReason();
     if (noCgroups) return `${noCgroups}: jobs run with the container's limits only, and compute is charged as wall time × all cores`;
-    return slowCgroupMovesReason(readFileSync('/proc/self/mountinfo', 'utf8'));
+    return slowCgroupMovesReason();
   }
 
   /** Nothing to release: every container goes with its sandbox. */
