@@ -65,21 +65,22 @@ async function baselineGraded(client: Client): Promise<void> {
 }
 
 /**
- * A stdio server's latencies with its count of stalled calls. On the 2-core bench host about 0.6–0.8% of round trips
- * to any Node server, the bare one too, stall 1–5 ms: a scavenge of the client's or the server's young generation, or
- * a main thread left runnable for a scheduler slice while a V8 helper thread (compiler, GC) holds the other core. p99
- * falls in the sparse gap between the body and those stalls, so its ratio moves with each server's share of them:
- * 1.25–2.0× over 10,000 calls, 1.5–1.8× over 30,000. The count shows where a run's p99 fell.
+ * A stdio server's latencies, and how many of its calls stalled over 1 ms: that share, not the server's own work,
+ * decides where its p99 falls on the bench host (docs/ARCHITECTURE.md, "bench").
  */
 function stdioLatencies(times: number[]) {
   return { ...latencies(times), calls_over_1ms: times.filter((ms) => ms > 1).length };
 }
 
+/** Calls to each stdio server between switches to the next. */
+const stdioBlockCalls = 1000;
+
 /**
- * budget_status over stdio against its floor, a bare SDK server with one tool (bench/bare-server.ts),
- * same client: the servers are called in alternating blocks of 1,000 calls, so load from elsewhere falls on all.
+ * budget_status over stdio against its two floors, a bare SDK server with one tool (bench/bare-server.ts) and the
+ * same server committing each call's event, same client: the servers are called in turn, `blocks` blocks of
+ * {@link stdioBlockCalls} calls each, so load from elsewhere falls on all three.
  */
-async function budgetStatusRoundTrip(home: string, calls: number) {
+async function budgetStatusRoundTrip(home: string, blocks: number) {
   const { client } = await connectStdio({
     task: 'micro-gsm8k',
     home,
@@ -104,10 +105,9 @@ async function budgetStatusRoundTrip(home: string, calls: number) {
     const times = { a2rl: [] as number[], bare: [] as number[], committing: [] as number[] };
     // Steady state on every side: a few thousand calls let V8 compile the hot paths first.
     for (const server of Object.values(servers)) await budgetStatusTimes(server, 2000);
-    const blocks = calls / 1000;
     for (let b = 0; b < blocks; b++) {
       for (const [name, server] of Object.entries(servers))
-        times[name as keyof typeof times].push(...(await budgetStatusTimes(server, calls / blocks)));
+        times[name as keyof typeof times].push(...(await budgetStatusTimes(server, stdioBlockCalls)));
     }
     const [mine, bareFigures, committingFigures] = [
       stdioLatencies(times.a2rl),
@@ -733,7 +733,7 @@ async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promi
 
 const home = mkdtempSync(join(tmpdir(), 'a2rl-bench-'));
 const sections: Record<string, () => Promise<unknown>> = {
-  budget_status_round_trip_stdio: () => budgetStatusRoundTrip(home, 30_000),
+  budget_status_round_trip_stdio: () => budgetStatusRoundTrip(home, 30),
   sandbox_start_exec_true_bwrap: () => bubblewrapStart(100),
   sandbox_start_exec_true_docker: () => sandboxStart(new DockerBackend({ owner: benchOwner }), 100),
   sandbox_create_docker: () => sandboxCreation(new DockerBackend({ owner: benchOwner }), 10),
