@@ -1,7 +1,7 @@
 /**
  * The floor the server's per-call overhead is measured against: a bare MCP SDK server with one
  * tool, `budget_status`, answering a fixed result of the same shape as a2rl's. Nothing is
- * recorded, authenticated or read from a store.
+ * authenticated or read from a store, and nothing is recorded unless it is given a store (stdio DB).
  *
  *   node dist/bench/bare-server.js stdio        # MCP over stdin/stdout
  *   node dist/bench/bare-server.js stdio DB     # the same, committing each call's event to an a2rl store at DB
