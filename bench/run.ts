@@ -28,6 +28,7 @@ import { getTask, listTaskIds } from '../src/tasks/task.js';
 import { executePrograms } from '../src/grading/execution.js';
 import { analyzeRun, loadRunFacts } from '../src/reports/analysis.js';
 import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
+import { viewToken } from '../src/view/token.js';
 
 /** Named as a server names itself, so a server starting meanwhile does not sweep the bench's sandboxes as a dead one's. */
 const benchOwner = `${process.pid}-${processStartTime(process.pid)}`;
@@ -725,6 +726,163 @@ function decodingSpeed() {
   return JSON.parse(result.stdout) as Record<string, unknown>;
 }
 
+/**
+ * The tools and snapshots that touch paths the agent controls, through a real server over
+ * stdio: every path opened from a folder handle, one component at a time (src/util/safe-fs.ts).
+ * A workspace with 1,000 files in code/ and a 100 MB checkpoint; `run_training` includes the
+ * snapshot of code/, `submit_artifact` the copy and hash of the checkpoint (each repeat is a
+ * duplicate, copied and hashed again, charged nothing).
+ */
+async function workspaceFileTools(home: string, calls: number) {
+  const { client } = await connectStdio({
+    task: 'micro-gsm8k',
+    budget: 'submissions=5,compute=60m',
+    label: 'bench',
+    serverArgs: unlimitedCalls,
+    home: join(home, 'file-tools'),
+    stderr: 'ignore',
+    clientName: 'a2rl-bench',
+  });
+  const tool = async (name: string, args: Record<string, unknown>) => {
+    const result = await client.callTool({ name, arguments: args }, undefined, { timeout: 300_000 });
+    if (result.isError) throw new Error(`${name} failed: ${JSON.stringify(result.content)}`);
+    return result.structuredContent as Record<string, any>;
+  };
+  const timed = async (runs: number, body: () => Promise<unknown>) => {
+    const times: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      const started = performance.now();
+      await body();
+      times.push(performance.now() - started);
+    }
+    return latencies(times);
+  };
+  try {
+    const made = await tool('exec', {
+      command:
+        'python3 -c "import os, shutil\n' +
+        "for d in range(10):\n os.makedirs(f'code/pkg{d}')\n for f in range(100): open(f'code/pkg{d}/f{f}.py', 'w').write('x = %d\\n' % f * 20)\n" +
+        "os.makedirs('output/big'); shutil.copy('models/base/config.json', 'output/big/')\n" +
+        "open('output/big/model.pt', 'wb').write(os.urandom(100 * 2**20))\"",
+      timeout_s: 45,
+    });
+    if (made.exit_code !== 0) throw new Error(`making the workspace failed: ${JSON.stringify(made)}`);
+    const snapshotTimes: number[] = [];
+    for (let i = 0; i < Math.max(10, calls / 20); i++) {
+      const started = performance.now();
+      const job = await tool('run_training', { command: 'true' });
+      snapshotTimes.push(performance.now() - started);
+      await tool('job_status', { job_id: job.job_id, wait_seconds: 30 });
+    }
+    return {
+      code_files: 1000,
+      checkpoint_bytes: 100 * 2 ** 20,
+      list_files_code_depth_2: await timed(calls, () => tool('list_files', { path: 'code', depth: 2 })),
+      read_file: await timed(calls, () => tool('read_file', { path: 'code/pkg3/f7.py' })),
+      write_file: await timed(calls, () => tool('write_file', { path: 'code/pkg9/nested/w.py', content: 'y = 1\n'.repeat(100) })),
+      run_training_with_code_snapshot: latencies(snapshotTimes),
+      submit_artifact_100mb: await timed(5, () => tool('submit_artifact', { path: 'output/big' })),
+    };
+  } finally {
+    await client.close();
+  }
+}
+
+/**
+ * Browsers with a2rl's run pages open, in a process of their own as browsers are: each page's HTML, then its live
+ * stream read until SIGTERM; prints "open" once every stream is open, and the bytes pushed when it ends.
+ */
+const pageReaderSource = `
+const [url, token, ...runIds] = process.argv.slice(1);
+const headers = { Authorization: 'Bearer ' + token };
+let bytes = 0;
+const streams = await Promise.all(runIds.map(async (runId) => {
+  const html = await (await fetch(url + '/view/runs/' + runId, { headers })).text();
+  const live = /data-live="([^"]+)"/.exec(html)[1].replace(/&amp;/g, '&');
+  const stream = await fetch(url + live, { headers });
+  if (stream.status !== 200) throw new Error('the live stream answered ' + stream.status);
+  return stream.body.getReader();
+}));
+for (const reader of streams) void (async () => { for (;;) { const { done, value } = await reader.read(); if (done) return; bytes += value.length; } })();
+process.once('SIGTERM', () => { process.stdout.write(bytes + '\\n'); process.exit(0); });
+process.stdout.write('open\\n');
+`;
+
+/** Opens a run page on each run in a reader process; resolves once all are open, with a function that closes them and says the bytes pushed. */
+async function openRunPages(url: string, token: string, runIds: string[]): Promise<() => Promise<number>> {
+  const reader = spawn(process.execPath, ['--input-type=module', '-e', pageReaderSource, url, token, ...runIds], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  reader.stdout!.on('data', (chunk: Buffer) => (out += chunk));
+  const exited = new Promise<void>((resolve) => reader.once('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    reader.stdout!.on('data', () => out.startsWith('open\n') && resolve());
+    void exited.then(() => reject(new Error(`the page reader exited before its pages were open: ${out}`)));
+  });
+  return async () => {
+    reader.kill('SIGTERM');
+    await exited;
+    return Number(out.slice('open\n'.length).trim());
+  };
+}
+
+/**
+ * The live web view's cost to agents: 10 sessions (one per run) call budget_status while 10 run pages (the page
+ * and its Server-Sent Events stream, read by another process as a browser reads it) are open on those runs, against
+ * the same with no page open. The two alternate in `rounds` slices so that load from elsewhere falls on both.
+ */
+async function viewLivePages(home: string, seconds: number, rounds: number) {
+  const adminToken = randomBytes(16).toString('hex');
+  const viewHome = join(home, 'view');
+  const server = await startHttpServer(viewHome, adminToken);
+  const loadBefore = loadavg();
+  try {
+    const runIds: string[] = [];
+    const sessions = [];
+    for (let i = 0; i < 10; i++) {
+      const response = await fetch(`${server.url}/runs`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${adminToken}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ task: 'micro-gsm8k', label: 'bench' }),
+      });
+      const created = (await response.json()) as { run_id: string; token: string };
+      runIds.push(created.run_id);
+      sessions.push(await connectHttp(server.url, created.token));
+    }
+    const clients = sessions.map((session) => session.client);
+    await baselineGraded(clients[0]!);
+    for (const client of clients) for (let i = 0; i < 10; i++) await client.callTool({ name: 'budget_status', arguments: {} });
+    const none = { times: [] as number[], seconds: 0 };
+    const live = { times: [] as number[], seconds: 0 };
+    let pushedBytes = 0;
+    for (let slice = 0; slice < rounds; slice++) {
+      const quiet = await budgetStatusFor(clients, seconds / rounds);
+      none.times.push(...quiet.times);
+      none.seconds += quiet.seconds;
+      const closePages = await openRunPages(server.url, viewToken(viewHome), runIds);
+      const watched = await budgetStatusFor(clients, seconds / rounds);
+      pushedBytes += await closePages();
+      live.times.push(...watched.times);
+      live.seconds += watched.seconds;
+    }
+    await closeSessions(sessions);
+    const without = loadFigures(none, 10);
+    const withPages = loadFigures(live, 10);
+    return {
+      seconds_each: seconds,
+      rounds,
+      no_pages: without,
+      open_run_pages_10: { ...withPages, pushed_kib: round(pushedBytes / 1024, 1) },
+      p99_ratio: round(withPages.p99_ms / without.p99_ms),
+      target: { p99_ratio: 1.1 },
+      load_average_1m: { before: round(loadBefore[0]!), after: round(loadavg()[0]!) },
+    };
+  } finally {
+    await stopChild(server.child);
+  }
+}
+
 async function sequential<T, R>(inputs: T[], f: (input: T) => Promise<R>): Promise<R[]> {
   const out: R[] = [];
   for (const input of inputs) out.push(await f(input));
@@ -745,6 +903,7 @@ const sections: Record<string, () => Promise<unknown>> = {
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),
   mcp_over_http: () => httpServing(home, 128, 15),
   many_files_workspace: () => manyFilesWorkspace(home, 150_000, 500),
+  workspace_file_tools: () => workspaceFileTools(home, 300),
   reports_over_many_runs: async () => reportsOverManyRuns(home, 200, 1000),
   decoding: async () => decodingSpeed(),
   interactive_env_and_rollouts: async () =>
@@ -753,6 +912,7 @@ const sections: Record<string, () => Promise<unknown>> = {
         .filter((id) => getTask(id).level === 3)
         .map((id) => [id, interactiveTaskSpeed(id)] as const),
     ),
+  view_live_pages: () => viewLivePages(home, 40, 8),
 };
 const selected = process.argv.slice(2);
 const unknown = selected.filter((name) => !(name in sections));

@@ -1,7 +1,7 @@
 import Docker from 'dockerode';
-import { chownSync, lstatSync, readdirSync } from 'node:fs';
+import { fchownSync, fstatSync } from 'node:fs';
+import { SafeDir } from '../src/util/safe-fs.js';
 import { availableParallelism } from 'node:os';
-import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { cgroupDirsOf, cgroupsUnavailableReason, JobCgroup, slowCgroupMovesReason, sweepChildCgroups } from './cgroup.js';
 import { processTree, signalAll } from './process-tree.js';
@@ -225,14 +225,38 @@ export class DockerInstance implements SandboxInstance {
    * The server still reads and writes them as root.
    */
   private shareWritableMounts(): void {
-    for (const mount of this.spec.mounts) if (!mount.readOnly) chownTree(mount.source);
+    for (const mount of this.spec.mounts) if (!mount.readOnly) SafeDir.withTrusted(mount.source, (dir) => chownTree(dir, 0));
   }
 }
 
-function chownTree(path: string): void {
-  const stat = lstatSync(path);
-  if (stat.uid !== sandboxUser.uid || stat.gid !== sandboxUser.gid) chownSync(path, sandboxUser.uid, sandboxUser.gid);
-  if (stat.isDirectory()) for (const entry of readdirSync(path)) chownTree(join(path, entry));
+/** Deepest folder given to the sandbox user; what an agent nested deeper it made itself, so it is its own already. */
+const maxChownDepth = 256;
+
+/**
+ * Gives a writable mount's tree to the sandbox user. The tree may hold what an agent made in an
+ * earlier sandbox of the run, so it is walked through handles and links are changed themselves,
+ * never followed (src/util/safe-fs.ts): a link to a host file cannot make root give that file away.
+ */
+function chownTree(dir: SafeDir, depth: number): void {
+  const own = fstatSync(dir.fd);
+  if (own.uid !== sandboxUser.uid || own.gid !== sandboxUser.gid) fchownSync(dir.fd, sandboxUser.uid, sandboxUser.gid);
+  for (const name of dir.list(Number.MAX_SAFE_INTEGER).names) {
+    const stat = dir.lstat(name);
+    if (!stat) continue;
+    if (stat.isDirectory() && depth < maxChownDepth) {
+      let sub: SafeDir;
+      try {
+        sub = dir.child(name);
+      } catch {
+        continue; // swapped for a link or a file meanwhile: not followed
+      }
+      try {
+        chownTree(sub, depth + 1);
+      } finally {
+        sub.close();
+      }
+    } else if (stat.uid !== sandboxUser.uid || stat.gid !== sandboxUser.gid) dir.lchown(name, sandboxUser.uid, sandboxUser.gid);
+  }
 }
 
 /** Where a job's demultiplexed output goes: the caller's sink (its log), or the first bytes of stdout kept in memory. */

@@ -11,6 +11,11 @@ cd "$(dirname "$0")/.."
 # (test/helpers/slurm.ts; about 8 s to install). No service is started here.
 # python3-venv: the full tier's virtual environment (.venv-full, below).
 debs="bubblewrap python3-venv python3-torch python3-numpy libopenblas0-pthread chromium docker.io debootstrap slurmctld slurmd slurm-client munge"
+# A GPU host (nvidia-smi lists a GPU; A2RL_FULL_GPU=1 or 0 overrides the guess) gets the full tier's GPU runtime
+# below, and what vLLM's compile path needs at run time: Triton builds a small C launcher with the system compiler
+# against Python's headers (gcc, libc6-dev, python3-dev).
+full_gpu=${A2RL_FULL_GPU:-$(nvidia-smi -L >/dev/null 2>&1 && echo 1 || echo 0)}
+[ "$full_gpu" = 1 ] && debs="$debs gcc libc6-dev python3-dev"
 missing=""
 for p in $debs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -72,27 +77,29 @@ agent_clis() {
   fi
 }
 
-# The full tier's Python runtime (tasks/hflm/requirements.txt, exact pins) in .venv-full, built
-# with the system Python the sandbox runs; every sandbox backend mounts it read-only. On a host
-# where nvidia-smi lists a GPU it gets vLLM too (requirements-gpu.txt, which brings the CUDA torch
-# vLLM was built against); A2RL_FULL_GPU=1 or 0 overrides that guess. Rebuilt only when the pins
-# change: the stamp, written last, holds their hash, so an interrupted build is redone.
-# PIP_RETRIES=0: an index that cannot be reached fails at once instead of being retried for
-# minutes. About 30 s from a local index.
+# The full tier's Python runtime in .venv-full, built with the system Python the sandbox runs; every sandbox backend
+# mounts it read-only. From tasks/hflm/requirements.txt (CPU torch, exact pins), or on a GPU host from
+# requirements-gpu.txt (CUDA torch and vLLM, the same Hugging Face pins) into a fresh environment, never over the CPU
+# one: its torch 2.13.0+cpu would satisfy vLLM's torch pin and be kept. A GPU build whose torch is still a CPU one
+# fails here, saying so. Rebuilt only when the pins change: the stamp, written last, holds their hash, so an
+# interrupted build is redone. PIP_RETRIES=0: an index that cannot be reached fails at once instead of being retried
+# for minutes. About 30 s from a local index (CPU).
 full_venv() {
   venv=.venv-full
   venv_stamp=$venv/.a2rl-requirements.sha256
-  gpu=${A2RL_FULL_GPU:-$(nvidia-smi -L >/dev/null 2>&1 && echo 1 || echo 0)}
   pins=tasks/hflm/requirements.txt
-  [ "$gpu" = 1 ] && pins="$pins tasks/hflm/requirements-gpu.txt"
-  venv_want=$(cat $pins | sha256sum | cut -d' ' -f1)
+  [ "$full_gpu" = 1 ] && pins=tasks/hflm/requirements-gpu.txt
+  venv_want=$(sha256sum "$pins" | cut -d' ' -f1)
   if [ ! -f "$venv_stamp" ] || [ "$(cat "$venv_stamp")" != "$venv_want" ]; then
     echo "setup: building $venv from $pins" >&2
     rm -rf "$venv"
     /usr/bin/python3 -m venv "$venv"
-    for file in $pins; do
-      PIP_RETRIES=0 "$venv/bin/pip" install --quiet --no-input -r "$file" >&2
-    done
+    PIP_RETRIES=0 "$venv/bin/pip" install --quiet --no-input -r "$pins" >&2
+    if [ "$full_gpu" = 1 ] && ! "$venv/bin/python" -c 'import sys, torch; sys.exit(torch.version.cuda is None)'; then
+      echo "setup: $venv has a CPU build of torch although $pins asks for CUDA's: the index pip reads serves only" \
+        "CPU wheels; point pip at one with CUDA wheels (PIP_INDEX_URL) and run scripts/setup.sh again" >&2
+      exit 1
+    fi
     echo "$venv_want" > "$venv_stamp"
   fi
 }

@@ -1,15 +1,15 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { delimiter, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tools } from '../tools/index.js';
-import { agentKind, findExecutable } from '../src/launch/agents.js';
+import { agentKind, findExecutable, setupAgentsBin } from '../src/launch/agents.js';
 import type { LaunchedRun } from '../src/launch/launcher.js';
-import { runResults } from '../src/reports/leaderboard.js';
+import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
 import { Store } from '../src/store/store.js';
 import { cliEntry } from '../src/util/paths.js';
 import { tweakScript } from './helpers/mcp.js';
-import { type ModelRequest, type ScriptStep, startModelApi } from './helpers/model-apis.js';
+import { type ModelRequest, type ScriptStep, startFailingModelApi, startModelApi } from './helpers/model-apis.js';
 import { tempDir } from './helpers/sandbox.js';
 
 /**
@@ -116,32 +116,37 @@ interface Launch {
   stepsServed: number;
 }
 
-async function benchmark(agent: string, transport: 'stdio' | 'http', end: 'text' | 'hang', wall: string): Promise<Launch> {
-  const cli = clis.find((c) => c.agent === agent)!;
-  const api = await startModelApi(script(cli.builtins, end));
-  // Codex takes its model provider from its configuration: a provider on loopback, given on its command line.
-  const codexProvider = [
-    '-c',
-    `model_providers.scripted={name="scripted",base_url="${api.url}/v1",wire_api="responses",env_key="OPENAI_API_KEY",supports_websockets=false}`,
-    '-c',
-    'model_provider="scripted"',
-  ];
+/** Codex takes its model provider from its configuration: a provider on loopback, given on its command line. */
+const codexProvider = (url: string) => [
+  '-c',
+  `model_providers.scripted={name="scripted",base_url="${url}/v1",wire_api="responses",env_key="OPENAI_API_KEY",supports_websockets=false}`,
+  '-c',
+  'model_provider="scripted"',
+];
+
+/** Each provider's API on loopback: what the launcher's environment gives the agent to reach it. */
+const modelApiEnv = (url: string) => ({
+  ANTHROPIC_BASE_URL: url,
+  ANTHROPIC_API_KEY: 'sk-scripted',
+  OPENAI_API_KEY: 'sk-scripted',
+  GOOGLE_GEMINI_BASE_URL: url,
+  GEMINI_API_KEY: 'scripted',
+});
+
+/** `a2rl run` of one CLI against the model API at `url`, the operator's HOME full of decoys. */
+async function launchAgent(
+  agent: string,
+  transport: 'stdio' | 'http',
+  url: string,
+  options: { wall: string; grace: number; env?: Record<string, string> },
+): Promise<Omit<Launch, 'requests' | 'stepsServed'>> {
   const args = [
     ...['--home', home, 'run', '--agent', agent, '--task', 'micro-gsm8k', '--transport', transport, '--json'],
-    ...['--model', 'scripted-model', '--budget', `wall=${wall},submissions=2`, '--grace', '5', `--agent-bind=${lateServer}`],
-    ...(agent === 'codex' ? codexProvider.map((arg) => `--agent-arg=${arg}`) : []),
+    ...['--model', 'scripted-model', '--budget', `wall=${options.wall},submissions=2`, '--grace', String(options.grace)],
+    ...(agent === 'codex' ? codexProvider(url).map((arg) => `--agent-arg=${arg}`) : []),
   ];
   const child = spawn(process.execPath, [cliEntry, ...args], {
-    env: {
-      ...process.env,
-      HOME: operatorHome,
-      ANTHROPIC_BASE_URL: api.url,
-      ANTHROPIC_API_KEY: 'sk-scripted',
-      OPENAI_API_KEY: 'sk-scripted',
-      GOOGLE_GEMINI_BASE_URL: api.url,
-      GEMINI_API_KEY: 'scripted',
-      NODE_OPTIONS: `--require ${lateServer}`,
-    },
+    env: { ...process.env, HOME: operatorHome, ...modelApiEnv(url), ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -149,14 +154,15 @@ async function benchmark(agent: string, transport: 'stdio' | 'http', end: 'text'
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
   const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  return { code, stderr, runs: stdout ? (JSON.parse(stdout) as LaunchedRun[]) : [] };
+}
+
+async function benchmark(agent: string, transport: 'stdio' | 'http', end: 'text' | 'hang', wall: string): Promise<Launch> {
+  const cli = clis.find((c) => c.agent === agent)!;
+  const api = await startModelApi(script(cli.builtins, end));
+  const launched = await launchAgent(agent, transport, api.url, { wall, grace: 5, env: { NODE_OPTIONS: `--require ${lateServer}` } });
   await api.close();
-  return {
-    code,
-    stderr,
-    runs: stdout ? (JSON.parse(stdout) as LaunchedRun[]) : [],
-    requests: api.requests,
-    stepsServed: api.stepsServed(),
-  };
+  return { ...launched, requests: api.requests, stepsServed: api.stepsServed() };
 }
 
 function withStore<T>(use: (store: Store) => T): T {
@@ -192,8 +198,11 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
           if (end === 'text') expect(run).toMatchObject({ exit_code: 0, stopped_at_deadline: false });
           else {
             expect(run.stopped_at_deadline).toBe(true);
-            // The whole run is bounded by the wall clock plus the grace, whatever the agent does on TERM.
-            expect(Date.now() - started).toBeLessThan(60_000 + 5_000 + 60_000);
+            // The same end reason as a stdio run stopped at its deadline (test/launch.test.ts).
+            expect(withStore((store) => store.getRun(run.run_id)!.end_reason)).toBe('wall-clock budget exhausted');
+            // The whole run is bounded by the wall clock, the wait for its server to end it (10 s at most) and the grace,
+            // whatever the agent does on TERM.
+            expect(Date.now() - started).toBeLessThan(60_000 + 10_000 + 5_000 + 60_000);
           }
 
           // Every request that offered tools offered exactly these, in every turn.
@@ -227,6 +236,106 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
             const created = withStore((store) => store.getRun(run.run_id)!.created_at);
             expect(listed.at - created).toBeGreaterThanOrEqual(5_000);
           }
+        });
+      }
+    }
+  });
+
+  // Each a2rl run makes two runs (the retry) of 40 s of wall clock: time to list the tools first even on a loaded host,
+  // with the three CLIs, which then mostly wait, started at once (not six: the 401 and 503 cases one after the other).
+  describe('a model API down for the whole run', () => {
+    for (const status of [401, 503] as const) {
+      it(`each CLI, its model API answering ${status}: an infrastructure failure with the error as its reason, retried once, off the leaderboard, exit 1`, async () => {
+        const api = await startFailingModelApi(status);
+        const launches = await Promise.all(clis.map((cli) => launchAgent(cli.agent, 'stdio', api.url, { wall: '40s', grace: 2 })));
+        await api.close();
+        expect(api.refused()).toBeGreaterThan(0);
+        for (const [index, launched] of launches.entries()) {
+          const agent = clis[index]!.agent;
+          expect(launched.code, `${agent}: ${launched.stderr}`).toBe(1);
+          expect(launched.runs, agent).toHaveLength(2);
+          const [first, retry] = launched.runs as [LaunchedRun, LaunchedRun];
+          expect(retry.retry_of, agent).toBe(first.run_id);
+          for (const run of launched.runs) {
+            expect(run.infrastructure_failure, agent).toMatch(new RegExp(`^the model never answered \\(last error: .*\\b${status}\\b`));
+          }
+          expect(launched.stderr).toContain(`run ${retry.run_id}: infrastructure failure, not counted: the model never answered`);
+          withStore((store) => {
+            for (const run of launched.runs) {
+              // The agent had its tools; its model is what failed.
+              expect(store.hasEvent(run.run_id, 'session', 'tools_listed'), agent).toBe(true);
+              expect(store.getRun(run.run_id)!.infrastructure_failure).toBe(run.infrastructure_failure);
+            }
+            const results = runResults(store).filter((result) => launched.runs.some((run) => run.run_id === result.run_id));
+            expect(results.map((result) => result.infrastructure_failure)).toEqual(launched.runs.map((run) => run.infrastructure_failure));
+            expect(buildLeaderboard(results)).toEqual([]);
+          });
+        }
+      });
+    }
+  });
+
+  describe.concurrent('a2rl agent-config, used as written', () => {
+    let server: ChildProcess | undefined;
+    let mcpUrl = '';
+    beforeAll(async () => {
+      server = spawn(process.execPath, [cliEntry, '--home', home, 'serve', '--http', '--port', '0'], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      mcpUrl = await new Promise<string>((resolve) => {
+        let stderr = '';
+        server!.stderr!.on('data', (chunk: Buffer) => {
+          stderr += chunk;
+          const match = /listening on (http:\/\/\S+)/.exec(stderr);
+          if (match) resolve(`${match[1]}/mcp`);
+        });
+      });
+    });
+    afterAll(() => void server?.kill('SIGTERM'));
+
+    for (const transport of ['stdio', 'http'] as const) {
+      for (const cli of clis) {
+        it(`${cli.agent} over ${transport}: exactly the a2rl tools, nothing of the operator's HOME`, async ({ expect }) => {
+          const label = `manual-${cli.agent}-${transport}`;
+          const where = transport === 'stdio' ? ['--task', 'micro-gsm8k', '--label', label] : ['--transport', 'http', '--url', mcpUrl];
+          const config = execFileSync(process.execPath, [cliEntry, '--home', home, 'agent-config', cli.agent, ...where], {
+            encoding: 'utf8',
+          });
+          const created =
+            transport === 'http'
+              ? (JSON.parse(
+                  execFileSync(process.execPath, [cliEntry, '--home', home, 'runs', 'create', '--task', 'micro-gsm8k', '--json'], {
+                    encoding: 'utf8',
+                  }),
+                ) as { run_id: string; token: string })
+              : undefined;
+          const api = await startModelApi([{ call: [{ tool: 'read_instructions' }] }, { text: 'Done.' }]);
+          const script = join(tempDir('agents-manual'), 'a2rl-agent.sh');
+          writeFileSync(script, config);
+          const extraArgs = ['--model', 'scripted-model', ...(cli.agent === 'codex' ? codexProvider(api.url) : [])];
+          const child = spawn('sh', [script, ...extraArgs], {
+            env: {
+              PATH: `${process.env.PATH}${delimiter}${setupAgentsBin}`,
+              HOME: operatorHome,
+              ...modelApiEnv(api.url),
+              A2RL_PROMPT: 'Work on the a2rl task.',
+              ...(created ? { A2RL_RUN_TOKEN: created.token } : {}),
+            },
+            stdio: ['ignore', 'ignore', 'pipe'],
+            timeout: 180_000,
+          });
+          let stderr = '';
+          child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+          const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+          await api.close();
+          expect(code, stderr).toBe(0);
+          expect(api.scripted().length).toBeGreaterThanOrEqual(2);
+          for (const request of api.scripted()) expect([...request.tools].sort()).toEqual([...cli.offered].sort());
+          for (const request of api.requests) expect(request.text).not.toContain(decoy);
+          withStore((store) => {
+            const runId = created?.run_id ?? store.listRuns().find((run) => run.label === label)!.id;
+            expect(store.listEvents(runId, 'tool').map((event) => event.name)).toEqual(['read_instructions']);
+          });
         });
       }
     }

@@ -2,6 +2,7 @@ import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { analyzeRun, detectRoute, hyperparametersOf, type RunEvent, type RunFacts } from '../src/reports/analysis.js';
+import { SafeDir } from '../src/util/safe-fs.js';
 import { codeSnapshotsOf } from '../src/store/code-snapshots.js';
 import { parseNvidiaSmi } from '../src/jobs/gpu-usage.js';
 import { tempDir } from './helpers/sandbox.js';
@@ -270,12 +271,17 @@ describe('code snapshots', () => {
     writeFileSync(join(code, 'lib', '__pycache__', 'util.pyc'), 'junk');
     symlinkSync('/etc/passwd', join(code, 'secrets'));
     const snapshots = codeSnapshotsOf(home);
-    const first = snapshots.snapshot(code);
+    const snapshot = () => {
+      const read = SafeDir.withTrusted(code, (dir) => snapshots.readFolder(dir));
+      snapshots.keep(read);
+      return read;
+    };
+    const first = snapshot();
     expect(first.files.map((f) => f.path)).toEqual(['lib/util.py', 'train.py']);
     expect(first.skipped).toEqual([{ path: 'secrets', reason: 'symlink' }]);
-    expect(snapshots.snapshot(code).tree).toBe(first.tree);
+    expect(snapshot().tree).toBe(first.tree);
     writeFileSync(join(code, 'train.py'), 'print(2)\n');
-    const second = snapshots.snapshot(code);
+    const second = snapshot();
     expect(second.tree).not.toBe(first.tree);
     // The unchanged file is stored once: three distinct contents in all.
     expect(readdirSync(join(home, 'code-snapshots', 'objects'))).toHaveLength(3);

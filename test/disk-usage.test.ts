@@ -1,7 +1,8 @@
+import { execFileSync } from 'node:child_process';
 import { closeSync, ftruncateSync, linkSync, mkdirSync, openSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { diskUsage } from '../src/util/disk-usage.js';
+import { diskUsage, maxWalkDepth } from '../src/util/disk-usage.js';
 import { tempDir } from './helpers/sandbox.js';
 
 describe('disk usage', () => {
@@ -30,5 +31,21 @@ describe('disk usage', () => {
     for (let i = 0; i < 50; i++) writeFileSync(join(root, `f${i}`), '');
     expect((await diskUsage([root])).entries).toBe(51);
     await expect(diskUsage([join(root, 'missing')])).resolves.toMatchObject({ bytes: 0, entries: 0 });
+  });
+
+  it('counts under paths past PATH_MAX and names that are not UTF-8; nesting past its depth is unmeasured, not skipped', async () => {
+    const root = tempDir('du-deep');
+    const long = 'd'.repeat(200);
+    // 25 levels of 200-byte names: 5,000 bytes of path, more than any one path the kernel takes.
+    execFileSync('python3', [
+      '-c',
+      `import os\nos.chdir('${root}')\nfor _ in range(25): os.mkdir('${long}'); os.chdir('${long}')\nopen(b'w\\xff', 'wb').write(b'1' * 2**20)`,
+    ]);
+    const deep = await diskUsage([root]);
+    expect(deep.unmeasured).toBeUndefined();
+    expect(deep.entries).toBe(27);
+    expect(deep.bytes).toBeGreaterThanOrEqual(2 ** 20);
+    execFileSync('python3', ['-c', `import os\nos.chdir('${root}')\nfor _ in range(${maxWalkDepth}): os.mkdir('n'); os.chdir('n')`]);
+    expect((await diskUsage([root])).unmeasured).toMatch(/deeper than 256 levels/);
   });
 });

@@ -121,7 +121,7 @@ describe.skipIf(unavailable)(`docker backend${unavailable ? ` (skipped: ${unavai
     const marker = `${500 + Math.floor(Math.random() * 1000) / 1000}`;
     const started = (await server.request('tools/call', { name: 'run_training', arguments: { command: `sleep ${marker}` } })).result
       .structuredContent;
-    const jobId = Number(started.job_id.replace('job-', ''));
+    const jobSeq = Number(started.job_id.replace('job-', ''));
     const sleeping = () => readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === `sleep\0${marker}\0`);
     for (let i = 0; i < 100 && sleeping().length === 0; i++) await new Promise((r) => setTimeout(r, 100));
     const runId = readdirSync(join(home, 'runs'))[0]!;
@@ -133,7 +133,7 @@ describe.skipIf(unavailable)(`docker backend${unavailable ? ` (skipped: ${unavai
     const client = await startServer({ home, serverArgs: ['--sandbox', 'docker'] });
     const store = new Store(join(home, 'store.sqlite'));
     try {
-      expect(store.getJob(jobId)).toMatchObject({ run_id: runId, state: 'lost' });
+      expect(store.getJobBySeq(runId, jobSeq)).toMatchObject({ run_id: runId, state: 'lost' });
       expect(await runContainers()).toEqual([]);
       for (let i = 0; i < 50 && sleeping().length > 0; i++) await new Promise((r) => setTimeout(r, 100));
       expect(sleeping()).toEqual([]);

@@ -36,7 +36,7 @@ describe('full-tier task: assets and runtime for a run', () => {
       expect((error as AssetsNotPreparedError).prepareCommand).toBe(`a2rl --home ${home} prepare gsm8k --model ${fixtureModelId}`);
     }
     // Without --model, the task's default model is the one checked and named.
-    expect(() => resolveFullTask('gsm8k', home)).toThrow(`prepare gsm8k --model Qwen/Qwen2.5-1.5B-Instruct`);
+    expect(() => resolveFullTask('gsm8k', home)).toThrow(`prepare gsm8k --model Qwen/Qwen2.5-1.5B`);
   });
 
   it('a run of it is refused before anything is written, naming the a2rl prepare command (serve over stdio, runs create)', () => {
@@ -51,7 +51,7 @@ describe('full-tier task: assets and runtime for a run', () => {
       timeout: 60_000,
     });
     expect(create.status).toBe(1);
-    expect(create.stderr).toContain(`prepare gsm8k --model Qwen/Qwen2.5-1.5B-Instruct`);
+    expect(create.stderr).toContain(`prepare gsm8k --model Qwen/Qwen2.5-1.5B`);
     const micro = spawnSync('node', [cliEntry, '--home', home, 'runs', 'create', '--task', 'micro-gsm8k', '--base-model', 'a/b'], {
       encoding: 'utf8',
       timeout: 60_000,

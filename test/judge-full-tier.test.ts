@@ -10,14 +10,20 @@ import { lengthControlledWinRate, winRate } from '../src/grading/judge/win-rate.
 import { Store } from '../src/store/store.js';
 import { getTask, getTaskFile, type Task } from '../src/tasks/task.js';
 import { isA2rlError } from '../src/util/errors.js';
-import { startFakeLlm } from './helpers/fake-llm.js';
+import { type ChatRequest, startFakeLlm } from './helpers/fake-llm.js';
 import { liveOwner, tempDir } from './helpers/sandbox.js';
 
 /** Inputs and outputs of alpaca_eval 0.6.6 (test/alpaca-eval-lc.test.ts); its gamed rows stand in for df_gamed.csv here. */
 const golden = JSON.parse(readFileSync(new URL('./fixtures/alpaca-eval-lc-golden.json', import.meta.url), 'utf8')) as {
-  cases: Array<{ name: string; gamedBaselineRows?: GamedBaselineRow[] }>;
+  cases: Array<{
+    name: string;
+    records: Array<{ preference: number; modelOutputLength: number; baselineOutputLength: number; instructionDifficulty: number }>;
+    gamedBaselineRows?: GamedBaselineRow[];
+    expected: { lengthControlledWinRate: number };
+  }>;
 };
-const gamedRows = golden.cases.find((c) => c.name === 'v1-120-records')!.gamedBaselineRows!;
+const goldenV1 = golden.cases.find((c) => c.name === 'v1-120-records')!;
+const gamedRows = goldenV1.gamedBaselineRows!;
 const backend = new BubblewrapBackend(liveOwner);
 const marker = '[better]';
 
@@ -40,10 +46,40 @@ function item(split: 'public' | 'private', i: number) {
   };
 }
 
-const judgeByMarker = (request: { body: { messages: Array<{ content: string }> } }) => {
+/** The two outputs of an AlpacaEval annotator's prompt, in the order shown: model "m" first, "M" second. */
+function shownOutputs(request: ChatRequest): [string, string] {
+  const outputs = [...request.body.messages[1]!.content.matchAll(/"output": """([\s\S]*?)"""\n/g)].map((m) => m[1]!);
+  return [outputs[0]!, outputs[1]!];
+}
+
+/** A weighted annotator's answer: P(m) = p, as the top log-probabilities of "m" and "M" (a token of probability 0 left out). */
+const logprobAnswer = (p: number) => ({
+  choice: {
+    message: { role: 'assistant', content: p >= 0.5 ? 'm' : 'M' },
+    logprobs: {
+      content: [
+        {
+          top_logprobs: [
+            ...(p > 0 ? [{ token: 'm', logprob: Math.log(p) }] : []),
+            ...(p < 1 ? [{ token: 'M', logprob: Math.log(1 - p) }] : []),
+          ],
+        },
+      ],
+    },
+  },
+});
+
+/** The micro tier's pairwise verdict: whichever response holds the marker, in either position. */
+const pairwiseByMarker = (request: ChatRequest) => {
   const prompt = request.body.messages[1]!.content;
   const [a, b] = [prompt.split('Response B:')[0]!.split('Response A:')[1]!, prompt.split('Response B:')[1]!];
   return a.includes(marker) ? 'A' : b.includes(marker) ? 'B' : 'TIE';
+};
+
+/** Prefers, with probability 0.9, whichever output holds the marker; 0.5 each when neither does. */
+const judgeByMarker = (request: ChatRequest) => {
+  const [m, other] = shownOutputs(request);
+  return logprobAnswer(m.includes(marker) ? 0.9 : other.includes(marker) ? 0.1 : 0.5);
 };
 
 describe('the judge kind on a full-tier task: AlpacaEval 2.0’s length-controlled win rate', () => {
@@ -53,14 +89,19 @@ describe('the judge kind on a full-tier task: AlpacaEval 2.0’s length-controll
     cleanup = [];
   });
 
-  /** Grades items through the kind with an LLM judge behind a real local HTTP server. */
-  async function grade(task: Task, items: object[]) {
-    const llm = await startFakeLlm(judgeByMarker);
+  /** Grades items through the kind with an LLM judge (AlpacaEval 2.0's weighted annotator) behind a real local HTTP server. */
+  async function grade(task: Task, items: object[], answer: Parameters<typeof startFakeLlm>[0] = judgeByMarker) {
+    const llm = await startFakeLlm(answer);
     cleanup.push(llm.close);
     const dir = tempDir('judge-full');
     const store = new Store(join(dir, 'store.sqlite'));
     cleanup.push(async () => store.close());
-    const judge = new LlmJudge(store, { baseUrl: llm.baseUrl, model: 'judge-1', concurrency: 8 });
+    const judge = new LlmJudge(store, {
+      baseUrl: llm.baseUrl,
+      model: 'judge-1',
+      concurrency: 8,
+      annotator: 'weighted_alpaca_eval_gpt4_turbo',
+    });
     const outFile = join(dir, judgeKind.outputFile);
     writeFileSync(outFile, items.map((line) => JSON.stringify(line) + '\n').join(''));
     return judgeKind.score({ task, outFile, outDir: dir, backend, judge });
@@ -86,35 +127,76 @@ describe('the judge kind on a full-tier task: AlpacaEval 2.0’s length-controll
   it('scores each half by length_controlled_v1 with the instruction difficulty and the gamed baselines', { timeout: 60_000 }, async () => {
     const items = [...Array.from({ length: 40 }, (_, i) => item('public', i)), ...Array.from({ length: 37 }, (_, i) => item('private', i))];
     const metrics = await grade(alpacaeval(), items);
+    const round = (x: number) => Math.round(x * 100) / 100;
+    // What alpaca_eval is given: 1.9 the model's response holds the marker, 1.1 the reference does, 1.5 neither; code points.
+    const records = (chosen: typeof items) =>
+      chosen.map((it) => ({
+        preference: it.response.includes(marker) ? 1.9 : it.reference.includes(marker) ? 1.1 : 1.5,
+        modelOutputLength: Array.from(it.response).length,
+        baselineOutputLength: Array.from(it.reference).length,
+        instructionDifficulty: it.instruction_difficulty,
+      }));
+    const fit = (chosen: typeof items) =>
+      alpacaEvalLengthControlledWinRate(records(chosen), { glm: 'length_controlled_v1', gamedBaselineRows: gamedRows });
     for (const split of ['public', 'private'] as const) {
       const mine = items.filter((it) => it.split === split);
-      // What alpaca_eval is given: 2 the model wins, 1 the baseline (reference), 1.5 a tie; lengths in code points.
-      const expected = alpacaEvalLengthControlledWinRate(
-        mine.map((it, i) => ({
-          preference: [2, 1, 1.5][i % 3]!,
-          modelOutputLength: Array.from(it.response).length,
-          baselineOutputLength: Array.from(it.reference).length,
-          instructionDifficulty: it.instruction_difficulty,
-        })),
-        { glm: 'length_controlled_v1', gamedBaselineRows: gamedRows },
-      );
-      const round = (x: number) => Math.round(x * 100) / 100;
+      const expected = fit(mine);
       expect(expected.lengthControlledWinRate).toBeGreaterThan(0);
       expect(expected.lengthControlledWinRate).toBeLessThan(100);
-      expect(metrics[split]).toEqual({
+      expect(metrics[split]).toMatchObject({
         score: round(expected.lengthControlledWinRate),
         lc_win_rate: round(expected.lengthControlledWinRate),
         lc_standard_error: round(expected.lengthControlledStandardError),
         win_rate: round(expected.winRate),
         comparisons: mine.length,
+        unannotated: 0,
         mean_length: round(mine.reduce((sum, it) => sum + it.response.length, 0) / mine.length),
-        judge: expect.stringMatching(/^llm:judge-1@127\.0\.0\.1:\d+$/),
+        judge: expect.stringMatching(/^llm:judge-1@127\.0\.0\.1:\d+\/weighted_alpaca_eval_gpt4_turbo$/),
       });
-      expect(expected.winRate).toBeCloseTo(
-        (100 * mine.filter((_, i) => i % 3 !== 1).length - 50 * mine.filter((_, i) => i % 3 === 2).length) / mine.length,
-        9,
-      );
     }
+    // The whole set's figure is one fit over every instruction, not a mix of the halves', and only the private half has it.
+    const whole = fit(items);
+    expect(metrics.private).toMatchObject({ whole_score: round(whole.lengthControlledWinRate), whole_comparisons: items.length });
+    expect(metrics.public).not.toHaveProperty('whole_score');
+  });
+
+  it(
+    'fits the whole set once, as alpaca_eval does over all of it: its own figure on recorded annotations',
+    { timeout: 60_000 },
+    async () => {
+      // alpaca_eval 0.6.6's length-controlled win rate of 120 recorded annotations (test/fixtures/alpaca-eval-lc-golden.json),
+      // annotated again here through the judge: each instruction's preference as the weighted annotator's probabilities.
+      const items = goldenV1.records.map((record, i) => ({
+        id: `item-${i}`,
+        split: i % 2 ? 'private' : 'public',
+        instruction: `Instruction ${i}.`,
+        constraints: null,
+        reference: 'b'.repeat(record.baselineOutputLength),
+        response: 'r'.repeat(record.modelOutputLength),
+        instruction_difficulty: record.instructionDifficulty,
+      }));
+      const metrics = await grade(alpacaeval(), items, (request) => {
+        const i = Number(/Instruction (\d+)\./.exec(request.body.messages[1]!.content)![1]);
+        const preference = goldenV1.records[i]!.preference;
+        const modelWins = (preference === 0 ? 1.5 : preference) - 1; // alpaca_eval reads 0 as a tie
+        const modelShownFirst = shownOutputs(request)[0].startsWith('r');
+        return logprobAnswer(modelShownFirst ? modelWins : 1 - modelWins);
+      });
+      const round = (x: number) => Math.round(x * 100) / 100;
+      expect(metrics.private.whole_score).toBe(round(goldenV1.expected.lengthControlledWinRate));
+      expect(metrics.private.whole_comparisons).toBe(120);
+      expect(metrics.public.score).not.toBe(metrics.private.whole_score);
+    },
+  );
+
+  it('leaves instructions the judge’s answer gives no preference for out, as alpaca_eval does', { timeout: 60_000 }, async () => {
+    const items = Array.from({ length: 30 }, (_, i) => item(i % 2 ? 'private' : 'public', i));
+    const unparsable = items.filter((_, i) => i % 5 === 0).map((it) => it.instruction);
+    const metrics = await grade(alpacaeval(), items, (request) =>
+      unparsable.some((text) => request.body.messages[1]!.content.includes(`"""${text}"""`)) ? 'I prefer neither.' : judgeByMarker(request),
+    );
+    expect(Number(metrics.public.unannotated) + Number(metrics.private.unannotated)).toBe(unparsable.length);
+    expect(metrics.private.whole_comparisons).toBe(items.length - unparsable.length);
   });
 
   it(
@@ -147,7 +229,7 @@ describe('the judge kind on a full-tier task: AlpacaEval 2.0’s length-controll
 
   it('keeps the micro tier’s figures: the win rate as the score, the simple length control beside it', { timeout: 60_000 }, async () => {
     const items = Array.from({ length: 20 }, (_, i) => item(i % 2 ? 'private' : 'public', i));
-    const metrics = await grade(getTask('micro-alpacaeval'), items);
+    const metrics = await grade(getTask('micro-alpacaeval'), items, pairwiseByMarker);
     const mine = items.filter((it) => it.split === 'public');
     const outcomes = mine.map((it) => (it.response.includes(marker) ? 1 : it.reference.includes(marker) ? 0 : 0.5));
     const round = (x: number) => Math.round(x * 100) / 100;

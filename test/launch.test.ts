@@ -6,6 +6,7 @@ import { tools } from '../tools/index.js';
 import { runAgentOf } from '../src/launch/agent-events.js';
 import { agentKind, findExecutable } from '../src/launch/agents.js';
 import { relayEntry } from '../src/launch/bridge.js';
+import { manualAgents, manualConfig, type ManualConfigOptions } from '../src/launch/manual-config.js';
 import { ownerPid } from '../src/core/ownership.js';
 import { oracleOf } from '../src/launch/demo.js';
 import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
@@ -27,8 +28,14 @@ const agentPath = `${bin}${delimiter}${process.env.PATH}`;
 /** One home for the stand-in runs, so the base model's baseline is graded once. */
 const home = tempDir('launch');
 const work = tempDir('launch-files');
-/** What the stand-in needs in its jail beside its own folder: a2rl's built replay player, the MCP SDK and its replays. */
-const standInBinds = [join(packageRoot, 'dist'), join(packageRoot, 'node_modules'), work].map((path) => `--agent-bind=${path}`);
+/**
+ * What the stand-in needs in its jail beside its own folder: a2rl's built replay player, the MCP SDK and its replays,
+ * and its STAND_IN_* settings from the launcher's environment (which passes no variable the operator does not name).
+ */
+const standInArgs = [
+  ...[join(packageRoot, 'dist'), join(packageRoot, 'node_modules'), work].map((path) => `--agent-bind=${path}`),
+  '--agent-env=STAND_IN_*',
+];
 const shortReplay = join(work, 'short.jsonl');
 writeFileSync(
   shortReplay,
@@ -80,7 +87,7 @@ function a2rl(args: string[], env: Record<string, string> = {}, homeDir = home):
 }
 
 async function launch(args: string[], env: Record<string, string>, homeDir = home, exitCode = 0): Promise<LaunchedRun[]> {
-  const result = await a2rl(['run', '--task', 'micro-gsm8k', '--json', ...standInBinds, ...args], env, homeDir);
+  const result = await a2rl(['run', '--task', 'micro-gsm8k', '--json', ...standInArgs, ...args], env, homeDir);
   expect(result.code, result.stderr).toBe(exitCode);
   return JSON.parse(result.stdout) as LaunchedRun[];
 }
@@ -416,10 +423,12 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
       const run = store.getRun(runId)!;
       const created = run.created_at;
       const exited = store.listEvents(runId, 'agent').find((event) => event.name === 'exited')!;
-      // KILL came 25 s + 3 s after the run was created; not before, and not much later.
+      // KILL came 25 s + 3 s after the run was created (and once its server had ended it); not before, and not much later.
       expect(exited.at - created).toBeGreaterThanOrEqual(28_000);
       expect(exited.at - created).toBeLessThan(35_000);
       expect(run.state).toBe('ended');
+      // Its server ended it at the deadline, before the agent went: the end reason of an HTTP run at its deadline too.
+      expect(run.end_reason).toBe('wall-clock budget exhausted');
     });
     expect(elapsed).toBeLessThan(60);
   });
@@ -427,7 +436,7 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
   it("passes the operator's SIGTERM on to the agent's process group: TERM, then KILL after the grace", async () => {
     const child = spawn(
       process.execPath,
-      [cliEntry, '--home', home, 'run', '--task', 'micro-gsm8k', '--json', ...standInBinds, '--agent', 'gemini-cli', '--grace', '2'],
+      [cliEntry, '--home', home, 'run', '--task', 'micro-gsm8k', '--json', ...standInArgs, '--agent', 'gemini-cli', '--grace', '2'],
       {
         env: { ...process.env, PATH: agentPath, STAND_IN_REPLAY: instructionsOnly, STAND_IN_IGNORE_TERM: '1' },
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -553,6 +562,10 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
     const exposing = await a2rl(['run', '--agent', 'command:true', '--task', 'micro-gsm8k', `--agent-bind=${packageRoot}`], {}, lonely);
     expect(exposing.code).toBe(1);
     expect(exposing.stderr).toContain(`The agent's jail cannot show ${packageRoot}: it holds`);
+    // a2rl's own variables (the admin token, the judge's key) are never passed on, named or not.
+    const secret = await a2rl(['run', '--agent', 'command:true', '--task', 'micro-gsm8k', '--agent-env', 'A2RL_ADMIN_TOKEN'], {}, lonely);
+    expect(secret.code).toBe(1);
+    expect(secret.stderr).toContain("a2rl's own variables (A2RL_*: the admin token, the judge's key) never enter the agent's jail");
     // Refused before anything was opened: no store, no run.
     expect(existsSync(join(lonely, 'store.sqlite'))).toBe(false);
     expect(existsSync(join(lonely, 'runs'))).toBe(false);
@@ -565,6 +578,38 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
     expect(sharedGpus.code).toBe(1);
     expect(sharedGpus.stderr).toContain("would give each run's own server the same GPUs; add --transport http");
     expect(existsSync(join(lonely, 'runs'))).toBe(false);
+  });
+});
+
+describe('a2rl agent-config', () => {
+  it('prints for each CLI and transport the script docs/operating.md quotes, and refuses what does not apply', async () => {
+    const operating = readFileSync(join(packageRoot, 'docs', 'operating.md'), 'utf8');
+    const docsHome = '/path/to/a2rl-home';
+    for (const agent of manualAgents) {
+      for (const transport of ['stdio', 'http'] as const) {
+        const script = manualConfig({ agent, home: docsHome, transport, ...(transport === 'stdio' ? { task: 'micro-gsm8k' } : {}) });
+        // The docs show this checkout as /path/to/a2rl-bench.
+        expect(operating, `${agent} over ${transport}`).toContain(
+          `\`\`\`sh\n${script.replaceAll(packageRoot, '/path/to/a2rl-bench')}\`\`\``,
+        );
+      }
+    }
+    // The command prints that script.
+    const printed = await a2rl(['agent-config', 'codex', '--transport', 'http'], {}, docsHome);
+    expect(printed.code, printed.stderr).toBe(0);
+    expect(printed.stdout).toBe(manualConfig({ agent: 'codex', home: docsHome, transport: 'http' }));
+    const refused = await a2rl(['agent-config', 'replay:x.jsonl', '--task', 'micro-gsm8k'], {}, docsHome);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('Allowed choices are claude-code, codex, gemini-cli');
+    const refusals: Array<[ManualConfigOptions, string]> = [
+      [{ agent: 'claude-code', home: docsHome, transport: 'stdio' }, 'Over stdio the script makes a new run: give its task with --task'],
+      [{ agent: 'codex', home: docsHome, transport: 'http', task: 'micro-gsm8k' }, 'over HTTP the run is the one a2rl runs create made'],
+      [
+        { agent: 'gemini-cli', home: docsHome, transport: 'stdio', task: 'micro-gsm8k', url: 'http://127.0.0.1:8700/mcp' },
+        '--url is for --transport http',
+      ],
+    ];
+    for (const [options, message] of refusals) expect(() => manualConfig(options)).toThrow(message);
   });
 });
 

@@ -224,11 +224,15 @@ describe('MCP server, in process', () => {
     ['submit_artifact { path: ../../.. }', 'submit_artifact', { path: '../../..' }, /\[OUTSIDE_WORKSPACE\]/],
     ['get_score { submission_id: sub-424242 }', 'get_score', { submission_id: 'sub-424242' }, /\[NOT_FOUND\]/],
     ['get_score { submission_id: best }', 'get_score', { submission_id: 'best' }, /\[INVALID_INPUT\].*sub-1/],
-  ])('%s is refused with an actionable error and changes nothing', async (_, tool, args, message) => {
+    // A name longer than the file system takes: whatever refuses it, the answer names the path as the agent sees it.
+    ['write_file { path: code/a×300 }', 'write_file', { path: `code/${'a'.repeat(300)}`, content: 'x' }, /^\[[A-Z_]+\] /],
+  ])('%s is refused with an actionable error, names no host path and changes nothing', async (_, tool, args, message) => {
     const before = observable();
     const result = await call(client, tool, args);
     expect(result.isError).toBe(true);
     expect(result.text).toMatch(message);
+    expect(result.text).not.toContain(home);
+    expect(result.text).not.toContain(packageRoot);
     expect(observable()).toEqual(before);
   });
 
@@ -495,8 +499,9 @@ describe('stdio transport', () => {
     expect((await tool('exec', { command: tweakScript('output/tweak', 1.01) })).exit_code).toBe(0);
     const started = await tool('run_training', { command: 'sleep 300 & sleep 300' });
     const submitted = await tool('submit_artifact', { path: 'output/tweak' });
-    const jobId = Number(started.job_id.replace('job-', ''));
-    const submissionId = Number(submitted.submission_id.replace('sub-', ''));
+    // The numbers the agent knows them by, in its run.
+    const jobSeq = Number(started.job_id.replace('job-', ''));
+    const submissionSeq = Number(submitted.submission_id.replace('sub-', ''));
     await new Promise((resolve) => setTimeout(resolve, 300));
     const sandboxProcesses = processTree(server.child.pid!).slice(1);
     expect(sandboxProcesses.length).toBeGreaterThanOrEqual(3);
@@ -507,15 +512,15 @@ describe('stdio transport', () => {
     expect(alive).toEqual([]);
     const runId = readdirSync(join(home, 'runs'))[0]!;
     const store = new Store(join(home, 'store.sqlite'));
+    const submissionState = () => store.getSubmissionBySeq(runId, submissionSeq)?.state;
     try {
-      expect(store.getSubmission(submissionId)?.state).not.toBe('graded');
+      expect(submissionState()).not.toBe('graded');
       const client = await startServer({ home });
       try {
         expect(store.getRun(runId)).toMatchObject({ state: 'ended', end_reason: 'the server stopped before the run ended' });
-        expect(store.getJob(jobId)).toMatchObject({ run_id: runId, state: 'lost' });
-        for (let i = 0; i < 120 && store.getSubmission(submissionId)!.state !== 'graded'; i++)
-          await new Promise((resolve) => setTimeout(resolve, 500));
-        expect(store.getSubmission(submissionId)?.state).toBe('graded');
+        expect(store.getJobBySeq(runId, jobSeq)).toMatchObject({ state: 'lost' });
+        for (let i = 0; i < 120 && submissionState() !== 'graded'; i++) await new Promise((resolve) => setTimeout(resolve, 500));
+        expect(submissionState()).toBe('graded');
       } finally {
         await client.close();
       }

@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { analyzeRun, loadRunFacts } from '../src/reports/analysis.js';
+import { SafeDir } from '../src/util/safe-fs.js';
 import { codeSnapshotsOf, recordCodeSnapshot } from '../src/store/code-snapshots.js';
 import { exportRun } from '../src/reports/export.js';
 import { bootstrapCi, buildLeaderboard, leaderboardCsv, runResults, standardDeviation } from '../src/reports/leaderboard.js';
@@ -75,7 +76,12 @@ function seedRun(store: Store, home: string, options: SeedOptions): void {
   // The agent's call that started it: a run with a tool call is a benchmark run (a health check has none).
   record('tool', 'run_training', { arguments: { command: job.command }, result: { job_id: `job-${job.id}` }, duration_ms: 5 }, 0);
   record('job', 'started', { job_id: job.id, kind: 'training', command: job.command, charged: true, log_path: job.log_path });
-  recordCodeSnapshot(codeSnapshotsOf(home), join(dir, 'workspace', 'code'), (k, n, d) => record(k, n, d, 0), { job_id: job.id });
+  recordCodeSnapshot(
+    codeSnapshotsOf(home),
+    () => SafeDir.openTrusted(join(dir, 'workspace', 'code')),
+    (k, n, d) => record(k, n, d, 0),
+    { job_id: job.id },
+  );
   record('sample', 'resources', { job_id: job.id, cpu_s: 20, cpu_percent: 200, memory_bytes: 1e8 });
   store.finishJob(job.id, {
     state: 'succeeded',

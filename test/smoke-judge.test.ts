@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { isSwitched } from '../src/grading/judge/alpaca-eval-annotators.js';
 import { judgeAgainstReferences } from '../src/grading/judge/judge.js';
 import { LlmJudge } from '../src/grading/judge/llm.js';
 import { Store } from '../src/store/store.js';
@@ -49,6 +50,30 @@ describe('smoke judge', () => {
         { instruction, candidate: 'Coffee, not juice.', reference: 'One drink is tea.' },
       ]),
     ).toEqual([1, 0, 0.5, 0.5, 0.5]);
+  });
+
+  it('answers the full tier’s AlpacaEval ranking prompt with a leaderboard call, in either order of the outputs', async () => {
+    const llm = await startSmokeJudge();
+    cleanup.push(llm.close);
+    const store = new Store(join(tempDir('smoke-judge'), 'store.sqlite'));
+    cleanup.push(async () => store.close());
+    const judge = new LlmJudge(store, { baseUrl: llm.baseUrl, model: 'smoke', maxAttempts: 1 });
+    const refusal = 'I cannot help with that.';
+    // Instructions alpaca_eval shows in both orders (the model's output second, then first).
+    const items = [
+      'Kim is planning a dinner. Name a drink.',
+      'Name a drink for the party.',
+      'Name a colour.',
+      'Name a colour for the wall.',
+    ];
+    const preferences = await judge.annotate([
+      { instruction: items[0]!, response: 'One drink is tea.', reference: refusal },
+      { instruction: items[1]!, response: 'One drink is tea.', reference: refusal },
+      { instruction: items[2]!, response: refusal, reference: 'Red.' },
+      { instruction: items[3]!, response: refusal, reference: 'Red.' },
+    ]);
+    expect(preferences).toEqual([2, 2, 1, 1]);
+    expect(new Set(items.map(isSwitched))).toEqual(new Set([true, false]));
   });
 
   it('fails the grading on an instruction that names no kind', async () => {

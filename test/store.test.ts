@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { packageRoot } from '../src/util/paths.js';
-import { snapshotDirectory } from '../src/store/submission-snapshots.js';
+import { type SnapshotLimits, snapshotDirectory as snapshotFolder } from '../src/store/submission-snapshots.js';
+import { SafeDir } from '../src/util/safe-fs.js';
 import { maxLogFrames, Store } from '../src/store/store.js';
 import { tempDir } from './helpers/sandbox.js';
 
@@ -25,13 +26,13 @@ describe('store', () => {
   it('migrates once, in WAL mode, and keeps what was written across reopening', () => {
     const path = join(tempDir('store'), 'store.sqlite');
     const first = new Store(path);
-    expect(first.schemaVersion).toBe(7);
+    expect(first.schemaVersion).toBe(8);
     expect(first.db.pragma('journal_mode', { simple: true })).toBe('wal');
     newRun(first, 'r1');
     first.insertEvent({ run_id: 'r1', at: 1, t_rel_ms: 0, kind: 'tool', name: 'exec', data: '{}' });
     first.close();
     const second = new Store(path);
-    expect(second.schemaVersion).toBe(7);
+    expect(second.schemaVersion).toBe(8);
     expect(second.listEvents('r1')).toHaveLength(1);
     second.close();
   });
@@ -231,6 +232,12 @@ describe('submission snapshots', () => {
     const dir = tempDir('ckpt');
     for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
     return dir;
+  }
+
+  /** Snapshots a folder as the server does: through a handle on it. */
+  function snapshotDirectory(dir: string, shown: string, storeDir: string, snapshotLimits: SnapshotLimits) {
+    const folder = SafeDir.openTrusted(dir, shown);
+    return snapshotFolder(folder, shown, storeDir, snapshotLimits).finally(() => folder.close());
   }
 
   it('hashes content, not location or time, and locks the copy', async () => {

@@ -28,7 +28,7 @@ describe('task.json: one schema per tier', () => {
     const task = readTaskFile(join(tasksRoot, 'gsm8k'));
     expect(task.tier).toBe('full');
     if (task.tier !== 'full') return;
-    expect(task).toMatchObject({ defaultModel: 'Qwen/Qwen2.5-1.5B-Instruct', runtime: '.venv-full', library: 'hflm' });
+    expect(task).toMatchObject({ defaultModel: 'Qwen/Qwen2.5-1.5B', runtime: '.venv-full', library: 'hflm' });
     expect(task.submission.kind).toBe('hf-model');
   });
 

@@ -97,6 +97,17 @@ describe('workspace paths', () => {
     expect(() => workspace.readText('output/model.pt', 0, 100)).toThrow(/binary file.*exec/s);
   });
 
+  it('refuses paths under a read-only file and paths nested past its depth, with what to do', () => {
+    const file = join(tempDir('wsfile'), 'instructions.md');
+    writeFileSync(file, '# brief\n');
+    const withFile = new Workspace(root, [{ path: 'instructions.md', source: file }]);
+    expect(withFile.readText('instructions.md', 0, 100).content).toBe('# brief\n');
+    for (const read of [() => withFile.readText('instructions.md/x', 0, 100), () => withFile.list('instructions.md/x', 1, 10)]) {
+      expect(read).toThrow(/is a file, not a folder/);
+    }
+    expect(() => workspace.writeText(`output/${'a/'.repeat(70)}f.txt`, 'x', false)).toThrow(/at most 64 deep/);
+  });
+
   it('never resolves to a host path outside its bases, whatever the input', () => {
     const segment = fc.constantFrom('..', '.', 'code', 'data', 'x', '', '/workspace', 'a..b');
     fc.assert(
@@ -104,7 +115,8 @@ describe('workspace paths', () => {
         const input = (absolute ? '/' : '') + segments.join('/');
         try {
           const resolved = workspace.resolve(input, 'read');
-          expect(resolved.hostPath.startsWith(root) || resolved.hostPath.startsWith(data)).toBe(true);
+          expect([root, data]).toContain(resolved.base);
+          expect(resolved.names.every((name) => name !== '' && name !== '.' && name !== '..' && !name.includes('/'))).toBe(true);
           expect(normalise(input)).not.toMatch(/^\.\.(\/|$)/);
         } catch (error) {
           expect(isA2rlError(error)).toBe(true);

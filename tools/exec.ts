@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { maxConcurrentExecs } from '../src/core/run.js';
 import { readTail } from '../src/util/safe-fs.js';
 import { defineTool, shellCommandSchema } from './shared/define.js';
 import { jobId, waitForJob } from './shared/job-view.js';
@@ -15,7 +16,7 @@ export const execTool = defineTool({
     'Runs a short shell command in the run sandbox (cwd /workspace, no network, /usr/bin/python3 with PyTorch) and returns ' +
     'its exit code and output (stdout and stderr together, the last 16 KiB). For quick things: look at data, check that a ' +
     `script starts, run a few training steps. It is killed after timeout_s (default ${defaultExecSeconds} s, at most ${maxExecSeconds} s); start anything longer with ` +
-    'run_training. Its CPU time is charged to the compute budget.',
+    `run_training. At most ${maxConcurrentExecs} of a run's execs run at once. Its CPU time is charged to the compute budget.`,
   inputSchema: z
     .object({
       command: shellCommandSchema('Shell command, run with /bin/sh -c'),
@@ -50,7 +51,7 @@ export const execTool = defineTool({
     const { text, truncated } = readTail(job.log_path, maxOutputBytes);
     const duration = ((job.ended_at ?? Date.now()) - job.created_at) / 1000;
     const structured = {
-      job_id: jobId(job.id),
+      job_id: jobId(job),
       exit_code: job.exit_code,
       state: job.state,
       timed_out: job.state === 'timed_out',

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Run } from '../src/core/run.js';
-import { bestSubmission, parseSubmissionId } from '../src/core/submissions.js';
+import { bestSubmission, parseSubmissionId, submissionId } from '../src/core/submissions.js';
 import { type SubmissionView, viewSubmission } from './shared/submission-view.js';
 import { A2rlError } from '../src/util/errors.js';
 import { defineTool, maxWaitSeconds, reportProgress } from './shared/define.js';
@@ -57,7 +57,10 @@ export const getScoreTool = defineTool({
     } else {
       views = run.listSubmissions().map((row) => viewSubmission(run, row));
     }
-    const best = bestSubmission(run.gradedSubmissions());
+    const graded = bestSubmission(run.gradedSubmissions());
+    // Graded submissions carry the store's ids (reports name them so); the agent knows its run's own numbers.
+    const bestRow = graded && run.listSubmissions().find((row) => submissionId(row.id) === graded.submission_id);
+    const best = graded && bestRow ? { ...graded, submission_id: submissionId(bestRow.seq) } : null;
     const baselineGrade = run.baselineGrade();
     const baseline = { state: baselineGrade ? ('graded' as const) : ('pending' as const), score: baselineGrade?.public_score ?? null };
     const improvement = best && baseline.score !== null ? Math.round((best.public - baseline.score) * 100) / 100 : null;

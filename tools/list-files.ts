@@ -22,10 +22,14 @@ export const listFilesTool = defineTool({
       z.object({ path: z.string(), type: z.enum(['file', 'dir', 'symlink', 'other']), size: z.number(), read_only: z.boolean() }),
     ),
     truncated: z.boolean().describe(`True when more than ${maxEntries} entries matched; list a subfolder instead`),
+    unlisted_names: z
+      .number()
+      .optional()
+      .describe('Entries left out because their names are not valid UTF-8 (no tool can name them); rename them with exec'),
   }),
   annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
   handler: async (run, args) => {
-    const { entries, truncated } = run.workspace.list(args.path, args.depth, maxEntries);
+    const { entries, truncated, unspellable } = run.workspace.list(args.path, args.depth, maxEntries);
     const text = entries
       .map(
         (e) =>
@@ -33,8 +37,10 @@ export const listFilesTool = defineTool({
       )
       .join('\n');
     return {
-      structured: { path: args.path, entries, truncated },
-      text: `${text}${truncated ? '\n… (truncated: list a subfolder)' : ''}` || '(empty)',
+      structured: { path: args.path, entries, truncated, ...(unspellable > 0 ? { unlisted_names: unspellable } : {}) },
+      text:
+        `${text}${truncated ? '\n… (truncated: list a subfolder)' : ''}${unspellable > 0 ? `\n… ${unspellable} names that are not valid UTF-8 left out: rename them with exec` : ''}` ||
+        '(empty)',
     };
   },
 });

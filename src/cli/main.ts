@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { serverVersion } from '../mcp/server.js';
 import { isA2rlError } from '../util/errors.js';
 import { defaultHome } from '../util/paths.js';
+import { addAgentConfigCommand } from './agent-config.js';
 import { addDemoCommand } from './demo.js';
 import { addHostCommands } from './host.js';
 import { addPrepareCommand } from './prepare.js';
@@ -13,6 +14,7 @@ import { addRunCommand } from './run.js';
 import { addRunsCommands } from './runs.js';
 import { addServeCommand } from './serve.js';
 import { addTasksCommand } from './tasks.js';
+import { addViewCommands } from './view.js';
 
 const program = new Command()
   .name('a2rl')
@@ -28,9 +30,11 @@ addReportCommands(program, runs, context.home);
 addDemoCommand(program, context);
 addReplayCommand(program, context);
 addRunCommand(program, context);
+addAgentConfigCommand(program, context);
 addTasksCommand(program);
 addPrepareCommand(program, context);
 addHostCommands(program);
+addViewCommands(program, context);
 
 program.parseAsync().catch((error: unknown) => {
   process.stderr.write(

@@ -104,10 +104,15 @@ export function addReportCommands(program: Command, runs: Command, home: () => s
       }
     })
     .option('--out <dir>', 'folder for leaderboard.html, leaderboard.md and leaderboard.csv', '.')
-    .action((options: { task?: string; out: string }) => {
+    .option('--json', 'print the rows as JSON on stdout and write no files')
+    .action((options: { task?: string; out: string; json?: boolean }) => {
       const store = openStore(home());
       try {
         const rows = buildLeaderboard(runResults(store, options.task));
+        if (options.json) {
+          process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+          return;
+        }
         if (rows.length === 0) {
           throw new A2rlError(
             'NOT_FOUND',

@@ -1,7 +1,8 @@
-import { type Command, Option } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
 import { cpus } from 'node:os';
 import { Engine } from '../core/engine.js';
 import { agentKind, findExecutable } from '../launch/agents.js';
+import { checkAgentEnvName } from '../launch/environment.js';
 import { jailedAgentPaths, launchRuns, type LaunchOptions } from '../launch/launcher.js';
 import { createLogger } from '../util/logger.js';
 import {
@@ -23,6 +24,14 @@ import {
 import { formatSummaryTable } from './summary-table.js';
 
 const collect = (value: string, previous: string[]) => [...previous, value];
+
+const collectAgentEnv = (value: string, previous: string[]) => {
+  try {
+    return [...previous, checkAgentEnvName(value)];
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+};
 
 /** `a2rl run`: benchmark an agent CLI as it ships. */
 export function addRunCommand(program: Command, { home }: CliContext): void {
@@ -64,15 +73,22 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
         collect,
         [],
       )
+      .option(
+        '--agent-env <name>',
+        "a variable of this environment the agent gets beside PATH, locale, terminal and its provider's (ANTHROPIC_*, OPENAI_*, GEMINI_*/GOOGLE_*), e.g. HTTPS_PROXY or AWS_*; repeat it; never A2RL_*",
+        collectAgentEnv,
+        [],
+      )
       .option('--grace <seconds>', "between TERM at the wall-clock deadline and KILL of the agent's process group", idleSecondsOption, 15)
       .option('--json', 'print the results as JSON'),
   ).action(
     async (
-      options: Omit<LaunchOptions, 'graceSeconds' | 'serveArgs' | 'onLine' | 'agentArgs' | 'agentBinds'> & {
+      options: Omit<LaunchOptions, 'graceSeconds' | 'serveArgs' | 'onLine' | 'agentArgs' | 'agentBinds' | 'agentEnv'> & {
         grace: number;
         json?: boolean;
         agentArg: string[];
         agentBind: string[];
+        agentEnv: string[];
         gpus?: number[];
       } & JudgeOptions &
         SandboxOptions,
@@ -93,6 +109,7 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
           graceSeconds: options.grace,
           agentArgs: options.agentArg,
           agentBinds: options.agentBind,
+          agentEnv: options.agentEnv,
           serveArgs: [...judgeArgs(options), ...sandboxArgs(options), ...(options.gpus ? ['--gpus', options.gpus.join(',')] : [])],
           onLine: (line) => process.stderr.write(`a2rl run: ${line}\n`),
         });

@@ -2,10 +2,13 @@ import { type Command } from 'commander';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { defaultCallsPerSecond, Engine } from '../core/engine.js';
+import { execSlotWaitMs, maxConcurrentExecs } from '../core/run.js';
 import { defaultLogCap } from '../jobs/capped-log.js';
 import { serveHttp } from '../mcp/transports/http/serve.js';
 import { serveStdio } from '../mcp/transports/stdio.js';
 import { A2rlError } from '../util/errors.js';
+import { createView } from '../view/handler.js';
+import { viewTokenBeside } from '../view/token.js';
 import { createLogger } from '../util/logger.js';
 import {
   addJudgeOptions,
@@ -38,11 +41,18 @@ interface ServeOptions extends JudgeOptions, SandboxOptions {
   allowHost: string[];
   adminTokenEnv: string;
   maxJobs?: number;
+  maxExecs?: number;
   sessionIdle: number;
   diskQuota?: number;
   maxLog: number;
   callsPerSecond: number;
 }
+
+/**
+ * The default server-wide exec cap, per CPU: an exec is mostly a short look (cat, ls, a few steps) that leaves its core
+ * idle, so several share one; the cap bounds how many sandboxes (each with a job's memory) bursts of many runs start at once.
+ */
+const execsPerCpu = 4;
 
 /** `a2rl serve`: one run over stdio, a run a2rl run made, or every run of the store over HTTP. */
 export function addServeCommand(program: Command, { home }: CliContext): void {
@@ -80,6 +90,11 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
         maxJobsOption,
       )
       .option(
+        '--max-execs <n>',
+        `HTTP: most exec commands of all runs at once (each run may have ${maxConcurrentExecs}); one more waits up to ${execSlotWaitMs / 1000} s for one to end, then is refused (default: ${execsPerCpu} per CPU, ${execsPerCpu * cpus().length}; none on slurm)`,
+        maxJobsOption,
+      )
+      .option(
         '--session-idle <seconds>',
         'HTTP: close a Streamable HTTP session after this long without a request (its run goes on; the client reconnects)',
         idleSecondsOption,
@@ -107,12 +122,15 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
     const mode = serveMode(options);
     const judge = judgeConfig(options);
     const log = createLogger();
+    // Read before the engine starts: a view token that is the admin token is refused with nothing to undo.
+    const viewToken = mode === 'http' ? viewTokenBeside(home(), process.env[options.adminTokenEnv] || undefined) : undefined;
     const engine = await Engine.open({
       home: home(),
       logger: log.logger,
       judge,
       // Jobs on slurm run on the cluster's nodes, which it schedules: this host's cores are no limit there.
       maxJobs: mode === 'http' ? (options.maxJobs ?? (options.sandbox === 'slurm' ? undefined : cpus().length)) : undefined,
+      maxExecs: mode === 'http' ? (options.maxExecs ?? (options.sandbox === 'slurm' ? undefined : execsPerCpu * cpus().length)) : undefined,
       diskQuotaBytes: options.diskQuota,
       logCap: { headBytes: (options.maxLog * 2 ** 20) / 2, tailBytes: (options.maxLog * 2 ** 20) / 2 },
       callsPerSecond: options.callsPerSecond,
@@ -128,6 +146,8 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
         allowHosts: options.allowHost,
         adminToken: process.env[options.adminTokenEnv] || undefined,
         sessionIdleMs: options.sessionIdle * 1000,
+        view: createView({ store: engine.store, home: home(), token: viewToken!, diskQuotaBytes: engine.services.limits.diskQuotaBytes })
+          .handle,
       });
       return;
     }
@@ -156,6 +176,7 @@ const modeOnlyFlags: { flag: string; option: keyof ServeOptions; modes: ServeMod
   { flag: '--label', option: 'label', modes: ['task'], why: 'a run keeps the label it was made with' },
   { flag: '--base-model', option: 'baseModel', modes: ['task'], why: 'a run keeps the base model it was made with' },
   { flag: '--max-jobs', option: 'maxJobs', modes: ['http'], why: 'it limits the jobs of all runs one server serves' },
+  { flag: '--max-execs', option: 'maxExecs', modes: ['http'], why: 'it limits the exec commands of all runs one server serves' },
 ];
 
 const modeFlag: Record<ServeMode, string> = { task: '--task', launched: '--run', http: '--http' };

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxBackend } from '../../sandbox/contract.js';
 import { isAncestor } from '../../sandbox/process-tree.js';
@@ -32,6 +32,8 @@ export interface EngineOptions {
   judge?: JudgeConfig;
   /** Most training and rollout jobs of all runs running at once in this process (default: no limit beyond each run's). */
   maxJobs?: number;
+  /** Most exec commands of all runs running at once in this process (default: no limit beyond each run's). */
+  maxExecs?: number;
   /** Most bytes each run may take on disk: workspace, job logs, snapshots (default: {@link defaultDiskQuotaBytes}). */
   diskQuotaBytes?: number;
   /** Tool calls each run may make per second, sustained (default: {@link defaultCallsPerSecond}). */
@@ -122,6 +124,7 @@ export class Engine {
     const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
     const engine = new Engine(options.home, store, logger, backend, jobs, grader, owner, {
       maxJobs: options.maxJobs ?? Number.POSITIVE_INFINITY,
+      maxExecs: options.maxExecs ?? Number.POSITIVE_INFINITY,
       diskQuotaBytes: options.diskQuotaBytes ?? defaultDiskQuotaBytes,
       callsPerSecond: options.callsPerSecond ?? defaultCallsPerSecond,
     });
@@ -179,6 +182,10 @@ export class Engine {
     const createdAt = Date.now();
     const id = `${new Date(createdAt).toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}-${randomBytes(3).toString('hex')}`;
     const dir = join(this.home, 'runs', id);
+    // The owner's alone: under bubblewrap run by root the agent's files are root's on the host (a setuid binary among
+    // them), so no other host user may reach into a workspace.
+    mkdirSync(join(this.home, 'runs'), { recursive: true, mode: 0o700 });
+    chmodSync(join(this.home, 'runs'), 0o700);
     // Empty read-only folders that models/ and lib/ show, with mount points for what lies in them.
     mkdirSync(join(dir, 'skeleton', 'models'), { recursive: true });
     mkdirSync(join(dir, 'skeleton', 'lib'), { recursive: true });

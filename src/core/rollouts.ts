@@ -1,13 +1,13 @@
-import { closeSync, existsSync, mkdirSync, renameSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { A2rlError } from '../util/errors.js';
+import { A2rlError, isA2rlError } from '../util/errors.js';
 import { sha256 } from '../util/hashing.js';
 import type { Run } from './run.js';
 import type { JobRow } from '../store/store.js';
 import type { JobCost } from '../jobs/job-manager.js';
 import { judgeAgainstReferences } from '../grading/judge/judge.js';
-import { openForRead, openForWrite, readAt } from '../util/safe-fs.js';
-import { sandboxWorkspace, type Workspace } from './workspace.js';
+import type { SafeDir } from '../util/safe-fs.js';
+import { type ResolvedPath, sandboxWorkspace, type Workspace } from './workspace.js';
 
 export interface RolloutRequest {
   checkpoint: string;
@@ -34,6 +34,8 @@ export interface RolloutSummary {
   out: string;
   /** The server's own copy of the episodes it read, out of the agent's reach: `trajectories/<sha256>.jsonl` in the server's home. */
   trajectories: { sha256: string; bytes: number } | null;
+  /** Why the batch file could not be read back (replaced by a link, a folder, a pipe): every requested episode is then charged. */
+  unreadable?: string;
 }
 
 /** Where the server keeps the episodes of every batch, content-addressed, so that the record survives the agent editing rollouts/. */
@@ -61,11 +63,7 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
     throw new A2rlError('INVALID_INPUT', `threads (${request.threads}) is more than a job's ${cpus} CPU(s); use 1 to ${cpus}.`);
   }
   const checkpoint = run.workspace.resolve(request.checkpoint, 'read');
-  if (
-    !existsSync(checkpoint.hostPath) ||
-    !statSync(checkpoint.hostPath).isDirectory() ||
-    !task.checkpoint.required.every((names) => names.some((f) => existsSync(join(checkpoint.hostPath, f))))
-  ) {
+  if (!isCheckpointFolder(run.workspace, checkpoint, task.checkpoint.required)) {
     throw new A2rlError(
       'INVALID_INPUT',
       `${checkpoint.path} is not a checkpoint folder (it holds ${task.checkpoint.holds}). Use models/base or a folder your training saved.`,
@@ -92,10 +90,15 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
     limits: run.jobLimits({ cpus: request.threads }),
     gpuCount: request.gpus,
     episodesRequested: request.episodes,
-    collect: async (_state, cost) => {
+    collect: async (state, cost) => {
       const summary = await collectBatch(run, out, request.episodes, cost);
       run.record('rollouts', 'batch', { job_id: job.id, ...summary, checkpoint: checkpoint.path });
-      return { episodesDone: summary.episodes, result: summary };
+      // A batch whose sampler finished produced every episode asked for, whatever the file holds when it is read back
+      // (the agent's own jobs can move, empty or replace it first); an unfinished one is charged what it wrote.
+      return {
+        episodesDone: state === 'succeeded' || summary.unreadable !== undefined ? request.episodes : summary.episodes,
+        result: summary,
+      };
     },
   });
   return { job, out };
@@ -111,7 +114,19 @@ const maxBatchBytes = 64 * 2 ** 20;
  * workspace, so it is opened safely and read to a bound.
  */
 async function collectBatch(run: Run, path: string, requested: number, cost: JobCost): Promise<RolloutSummary> {
-  const episodes = readEpisodes(run.workspace, path).slice(0, requested);
+  const read = readEpisodes(run.workspace, path);
+  if ('unreadable' in read) {
+    return {
+      episodes: 0,
+      mean_reward: null,
+      episodes_per_second: null,
+      cpu_seconds_per_episode: null,
+      out: path,
+      trajectories: null,
+      unreadable: read.unreadable,
+    };
+  }
+  const episodes = read.slice(0, requested);
   const rewritten = run.task.rollouts.reward === 'judge' && episodes.length > 0;
   if (rewritten) {
     const judgeable = episodes.every(
@@ -130,13 +145,7 @@ async function collectBatch(run: Run, path: string, requested: number, cost: Job
       })),
     );
     episodes.forEach((episode, i) => (episode.reward = outcomes[i]!));
-    const target = run.workspace.resolve(path, 'write');
-    const fd = openForWrite(target.hostPath, target.base, path, false);
-    try {
-      writeSync(fd, episodes.map((e) => JSON.stringify(e)).join('\n') + '\n');
-    } finally {
-      closeSync(fd);
-    }
+    run.workspace.replaceFile(path, episodes.map((e) => JSON.stringify(e)).join('\n') + '\n');
   }
   const rewards = episodes.map((e) => Number(e.return ?? e.reward)).map((r) => (Number.isFinite(r) ? r : 0));
   const summary: RolloutSummary = {
@@ -179,18 +188,35 @@ function round(value: number, digits: number): number {
   return Math.round(value * 10 ** digits) / 10 ** digits;
 }
 
-function readEpisodes(workspace: Workspace, path: string): Array<Record<string, unknown>> {
+/** Whether a path is a folder holding, for each entry of `required`, one of its files (never following a link). */
+function isCheckpointFolder(workspace: Workspace, target: ResolvedPath, required: string[][]): boolean {
+  let dir: SafeDir;
+  try {
+    dir = workspace.openDir(target);
+  } catch (error) {
+    // A link is refused with its own reason; absent or a file is simply not a checkpoint folder.
+    if (isA2rlError(error, 'NOT_FOUND') || isA2rlError(error, 'INVALID_INPUT')) return false;
+    throw error;
+  }
+  try {
+    return required.every((names) => names.some((name) => dir.lstat(name)?.isFile()));
+  } finally {
+    dir.close();
+  }
+}
+
+/**
+ * The episodes of a batch file, or why it cannot be read: the agent can replace the file
+ * (with a link, a folder, a pipe) before the server reads it back.
+ */
+function readEpisodes(workspace: Workspace, path: string): Array<Record<string, unknown>> | { unreadable: string } {
   let text: string;
   try {
-    const target = workspace.resolve(path, 'read');
-    const fd = openForRead(target.hostPath, target.base, path);
-    try {
-      text = readAt(fd, 0, maxBatchBytes).toString('utf8');
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    return [];
+    text = workspace.readBytes(path, maxBatchBytes).toString('utf8');
+  } catch (error) {
+    if (isA2rlError(error, 'NOT_FOUND')) return [];
+    if (isA2rlError(error)) return { unreadable: error.message };
+    throw error;
   }
   return text.split('\n').flatMap((line) => {
     try {

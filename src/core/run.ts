@@ -1,17 +1,18 @@
-import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ResourceLimits, SandboxInstance } from '../../sandbox/contract.js';
 import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } from '../tasks/budget.js';
 import { codeSnapshotsOf, recordCodeSnapshot } from '../store/code-snapshots.js';
 import { diskUsage } from '../util/disk-usage.js';
-import { A2rlError } from '../util/errors.js';
+import { A2rlError, isA2rlError } from '../util/errors.js';
 import { TokenBucket } from '../util/token-bucket.js';
 import type { RecordEvent } from '../store/events.js';
 import type { JobRequest } from '../jobs/job-manager.js';
 import type { GradeRow, JobKind, JobRow, JobState, RunRow, SubmissionRow } from '../store/store.js';
 import type { Task } from '../tasks/task.js';
 import type { Judge } from '../grading/judge/judge.js';
-import { discardSnapshot, snapshotDirectory } from '../store/submission-snapshots.js';
+import { type Snapshot, discardSnapshot, snapshotDirectory } from '../store/submission-snapshots.js';
+import type { SafeDir } from '../util/safe-fs.js';
 import type { Logger } from '../util/logger.js';
 import type { RunServices } from './services.js';
 import { type GradedSubmission, gradedSubmissions, startGrading } from './submissions.js';
@@ -19,6 +20,24 @@ import type { Workspace } from './workspace.js';
 
 /** Most long jobs one run may have running at once. */
 export const maxConcurrentJobs = 3;
+
+/**
+ * Most exec commands one run may have running at once: a quick look beside another one (agents call tools in
+ * parallel), never a fleet of sandboxes. Each holds the task's full per-job memory.
+ */
+export const maxConcurrentExecs = 2;
+
+/**
+ * What a run's running jobs may hold together, in the task's per-job limits: its long jobs and one exec, the room the
+ * engine gives the run's sandbox as a whole (`serveRun`). A job that would pass it is refused, not squeezed.
+ */
+export const runJobsRoom = maxConcurrentJobs + 1;
+
+/**
+ * How long an exec waits for one of the server's exec slots (`--max-execs`) before it is refused as BUSY: execs end
+ * within seconds, so a burst of many runs' calls is served in turn. With the 45 s an exec may run, under clients' 60 s.
+ */
+export const execSlotWaitMs = 5000;
 
 /** Most files and folders a run may hold on the host (its inodes); past it, new work is refused as over the quota. */
 export const maxWorkspaceEntries = 200_000;
@@ -31,9 +50,11 @@ export interface DiskReading {
   entries: number;
   /** When it was measured (ms since the epoch); 0 before the first measurement. */
   measuredAt: number;
+  /** Why part of the run's folder could not be measured: the account then fails closed, as over the quota. */
+  unmeasured?: string;
 }
 
-/** The agent's jobs that run for long and count against the per-run and server-wide job limits; exec is short and exempt. */
+/** The agent's jobs that run for long: they count against the per-run and server-wide job limits; exec has limits of its own. */
 export const longJobKinds = ['training', 'rollouts'] as const;
 
 /** Jobs the agent starts and the budget pays for; grading is the server's. */
@@ -137,10 +158,9 @@ export class Run {
     return this.services.store.listJobs(this.id, kinds);
   }
 
-  /** One of this run's agent jobs (never a grading), or undefined. */
-  agentJob(id: number): JobRow | undefined {
-    const job = this.services.store.getJob(id);
-    return job && job.run_id === this.id && job.kind !== 'grading' ? job : undefined;
+  /** One of this run's agent jobs (never a grading) by the number the agent knows it by, or undefined. */
+  agentJob(seq: number): JobRow | undefined {
+    return this.services.store.getJobBySeq(this.id, seq);
   }
 
   /** Waits up to `ms` for a job to end; resolves with its row either way. */
@@ -162,10 +182,9 @@ export class Run {
     return this.services.store.listSubmissions(this.id);
   }
 
-  /** One of this run's submissions, or undefined. */
-  submission(id: number): SubmissionRow | undefined {
-    const row = this.services.store.getSubmission(id);
-    return row && row.run_id === this.id ? row : undefined;
+  /** One of this run's submissions by the number the agent knows it by, or undefined. */
+  submission(seq: number): SubmissionRow | undefined {
+    return this.services.store.getSubmissionBySeq(this.id, seq);
   }
 
   /** The stored grade of some content of this run's task, once graded. */
@@ -190,7 +209,15 @@ export class Run {
   ): Promise<JobRow> {
     // exec stays allowed over the quota (it is how the agent deletes files): only long jobs need a fresh figure.
     if (kind !== 'exec') await this.measureDisk();
-    this.assertCanStart(kind, job.episodesRequested);
+    for (const deadline = Date.now() + execSlotWaitMs; ; await sleep(50)) {
+      try {
+        this.assertCanStart(kind, job.episodesRequested, job.limits.memoryBytes);
+        break;
+      } catch (error) {
+        // Only the server's exec slots are waited for; every other refusal is answered at once.
+        if (kind !== 'exec' || !isA2rlError(error, 'BUSY') || Date.now() >= deadline) throw error;
+      }
+    }
     return this.services.jobs.start({
       ...job,
       runId: this.id,
@@ -204,7 +231,7 @@ export class Run {
 
   /** Snapshots the workspace's code/ folder into the server's content-addressed store, recorded against a job or submission. */
   snapshotCode(trigger: { job_id: number } | { submission_id: number }): string | undefined {
-    return recordCodeSnapshot(codeSnapshotsOf(this.home), join(this.workspace.root, 'code'), this.record, trigger);
+    return recordCodeSnapshot(codeSnapshotsOf(this.home), () => this.workspace.openDir('code'), this.record, trigger);
   }
 
   /**
@@ -224,16 +251,29 @@ export class Run {
     // Checked before copying anything, and again atomically when the submission is inserted.
     if (run.budget().submissions.left <= 0) throw capReached();
     const target = run.workspace.resolve(path, 'read');
-    if (!existsSync(target.hostPath)) {
-      throw new A2rlError(
-        'NOT_FOUND',
-        `${target.path} does not exist. Save your checkpoint (e.g. to output/final) and submit that folder.`,
-      );
+    let folder: SafeDir;
+    try {
+      folder = run.workspace.openDir(target);
+    } catch (error) {
+      if (isA2rlError(error, 'NOT_FOUND')) {
+        throw new A2rlError(
+          'NOT_FOUND',
+          `${target.path} does not exist. Save your checkpoint (e.g. to output/final) and submit that folder.`,
+        );
+      }
+      throw error;
     }
-    if (!statSync(target.hostPath).isDirectory()) {
-      throw new A2rlError('INVALID_INPUT', `${target.path} is a file; submit the checkpoint folder that holds ${task.checkpoint.holds}.`);
+    let snapshot: Snapshot;
+    try {
+      // Refused while the run is over its quota (or its account cannot be measured), before anything is copied; the
+      // copy then counts in the run's account. The base model (read-only) is refused as unchanged instead.
+      const underQuota = async () => {
+        if (!target.readOnly) await run.assertUnderDiskQuota('no submission is copied');
+      };
+      snapshot = await snapshotDirectory(folder, target.path, join(services.home, 'submissions'), task.checkpoint, underQuota);
+    } finally {
+      folder.close();
     }
-    const snapshot = await snapshotDirectory(target.hostPath, target.path, join(services.home, 'submissions'), task.checkpoint);
     if (snapshot.contentHash === task.baseModelHash) {
       discardSnapshot(snapshot);
       const baseline = run.baselineGrade();
@@ -303,16 +343,21 @@ export class Run {
 
   private async walkDisk(): Promise<DiskReading> {
     const started = Date.now();
-    const walked = await diskUsage([this.dir]);
+    let walked = await diskUsage([this.dir]);
+    // A folder swapped for a link mid-walk hid what it held from this walk, and an error may pass: walk again, and
+    // fail closed (over the quota) if the second walk cannot measure everything either.
+    if (walked.raced || walked.unmeasured !== undefined) walked = await diskUsage([this.dir]);
+    const unmeasured = walked.unmeasured ?? (walked.raced ? 'folders were swapped for links while they were measured' : undefined);
     const used = walked.bytes + this.services.store.storedBytes(this.id);
-    this.diskReading = { used, entries: walked.entries, measuredAt: Date.now() };
+    this.diskReading = { used, entries: walked.entries, measuredAt: Date.now(), ...(unmeasured ? { unmeasured } : {}) };
     // A slow walk (a huge tree) costs a core of its own: the budget check repeats it at most 5% of the time.
     this.nextDiskCheckAt = Date.now() + Math.max(1000, 20 * (Date.now() - started));
     return this.diskReading;
   }
 
   private overDiskQuota(): boolean {
-    return this.diskReading.entries > maxWorkspaceEntries || this.diskReading.used > this.services.limits.diskQuotaBytes;
+    const { entries, used, unmeasured } = this.diskReading;
+    return unmeasured !== undefined || entries > maxWorkspaceEntries || used > this.services.limits.diskQuotaBytes;
   }
 
   /** The run's disk account at the last measurement, against the server's per-run quota, with the measurement's age. */
@@ -327,19 +372,28 @@ export class Run {
     };
   }
 
+  /** Refuses `what` while a fresh measurement finds the run over its disk quota, or unable to measure all of it. */
+  async assertUnderDiskQuota(what: string): Promise<void> {
+    await this.measureDisk();
+    if (this.overDiskQuota()) throw this.quotaError(this.diskReading.used, what);
+  }
+
   /** Refuses a write of `addedBytes` more that would take the run past its disk quota. */
   async assertDiskRoom(addedBytes: number): Promise<void> {
-    const { used, entries } = await this.measureDisk();
-    if (addedBytes > 0 && (entries > maxWorkspaceEntries || used + addedBytes > this.services.limits.diskQuotaBytes))
-      throw this.quotaError(used, 'this write is refused');
+    const { used, entries, unmeasured } = await this.measureDisk();
+    const over = unmeasured !== undefined || entries > maxWorkspaceEntries || used + addedBytes > this.services.limits.diskQuotaBytes;
+    if (addedBytes > 0 && over) throw this.quotaError(used, 'this write is refused');
   }
 
   private quotaError(used: number, what: string): A2rlError {
     const mib = (bytes: number) => `${Math.ceil(bytes / 2 ** 20)} MiB`;
+    const { entries, unmeasured } = this.diskReading;
     const holds =
-      this.diskReading.entries > maxWorkspaceEntries
-        ? `more than ${maxWorkspaceEntries} files and folders, the most it may hold`
-        : `${mib(used)} and its disk quota is ${mib(this.services.limits.diskQuotaBytes)}`;
+      unmeasured !== undefined
+        ? `what cannot be measured (${unmeasured}), which counts as over the quota`
+        : entries > maxWorkspaceEntries
+          ? `more than ${maxWorkspaceEntries} files and folders, the most it may hold`
+          : `${mib(used)} and its disk quota is ${mib(this.services.limits.diskQuotaBytes)}`;
     return new A2rlError(
       'QUOTA_EXCEEDED',
       `The run's files (workspace, job logs, snapshots) hold ${holds}: ${what}. ` +
@@ -361,8 +415,12 @@ export class Run {
     return { row, budget: budgetReport(this.limits, usage, this.wallSeconds()) };
   }
 
-  /** Refuses new work once the run ended or the budget it needs is spent. */
-  assertCanStart(kind: JobKind | 'submission', episodes = 0): void {
+  /**
+   * Refuses new work once the run ended or the budget it needs is spent, and a job past the run's or the server's
+   * concurrent jobs or the run's memory room (`memoryBytes`: the job's limit). Synchronous up to the job's insert, so
+   * calls racing each other cannot all pass.
+   */
+  assertCanStart(kind: JobKind | 'submission', episodes = 0, memoryBytes = 0): void {
     const { row: run, budget } = this.status();
     if (run.state === 'ended') {
       throw new A2rlError('RUN_ENDED', `This run has ended (${run.end_reason}). Nothing new can start; read your results with get_score.`);
@@ -384,18 +442,41 @@ export class Run {
       );
     }
     // exec stays allowed over the quota: it is how the agent deletes files.
-    if (kind === 'exec') return;
-    if (this.overDiskQuota()) throw this.quotaError(this.diskReading.used, 'no training or rollout job can start');
-    const running = this.services.store.listJobs(this.id, longJobKinds).filter((job) => job.state === 'running');
-    if (running.length >= maxConcurrentJobs) {
+    if (kind !== 'exec' && this.overDiskQuota()) throw this.quotaError(this.diskReading.used, 'no training or rollout job can start');
+    const running = this.services.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
+    const named = (jobs: JobRow[]) => jobs.map((job) => `job-${job.seq}`).join(', ');
+    const alike = running.filter((job) => (job.kind === 'exec') === (kind === 'exec'));
+    if (kind === 'exec' && alike.length >= maxConcurrentExecs) {
       throw new A2rlError(
         'CONFLICT',
-        `${running.length} jobs are already running (job ${running.map((j) => j.id).join(', ')}); at most ${maxConcurrentJobs} at once. Wait with job_status or stop one with cancel_job.`,
+        `This command was not started and nothing was charged: ${alike.length} exec commands of this run are already running (${named(alike)}), at most ${maxConcurrentExecs} at once. Run commands one after another, or start long work with run_training.`,
       );
     }
-    const { maxJobs } = this.services.limits;
-    if (this.services.jobs.runningOfKinds(longJobKinds) >= maxJobs) {
-      // Refused rather than queued: the agent sees at once that it must wait, and its budget pays for no waiting.
+    if (kind !== 'exec' && alike.length >= maxConcurrentJobs) {
+      throw new A2rlError(
+        'CONFLICT',
+        `${alike.length} training and rollout jobs are already running (${named(alike)}); at most ${maxConcurrentJobs} at once. Nothing was started or charged: wait with job_status or stop one with cancel_job.`,
+      );
+    }
+    const room = this.task.jobs.memoryMb * 2 ** 20 * runJobsRoom;
+    const held = running.reduce((sum, job) => sum + (JSON.parse(job.resources) as ResourceLimits).memoryBytes, 0);
+    if (held + memoryBytes > room) {
+      const mib = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
+      throw new A2rlError(
+        'CONFLICT',
+        `This job was not started and nothing was charged: the run's running jobs (${named(running)}) hold ${mib(held)} of memory, and with this one's ${mib(memoryBytes)} they would pass the ${mib(room)} all of a run's jobs may hold together. Wait for one to end (job_status with wait_seconds) or stop one (cancel_job)${kind === 'training' ? ', or ask for less with memory_mb' : ''}.`,
+      );
+    }
+    const { maxJobs, maxExecs } = this.services.limits;
+    // Refused rather than queued: the agent sees at once that it must wait, and its budget pays for no waiting.
+    // Execs have a server cap of their own beside the long jobs': a server busy with training still lets every run look and clean up.
+    if (kind === 'exec' && this.services.jobs.runningOfKinds(['exec']) >= maxExecs) {
+      throw new A2rlError(
+        'BUSY',
+        `This command was not started and nothing was charged: the server is running its limit of ${maxExecs} exec commands across all runs, and none ended within ${execSlotWaitMs / 1000} s. Try again shortly; start long work with run_training.`,
+      );
+    }
+    if (kind !== 'exec' && this.services.jobs.runningOfKinds(longJobKinds) >= maxJobs) {
       throw new A2rlError(
         'BUSY',
         `This job was not started and nothing was charged: the server is running its limit of ${maxJobs} training and rollout jobs across all runs. Wait for a job to finish and try again (job_status shows yours; cancel_job frees one of them); exec still works meanwhile.`,

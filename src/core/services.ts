@@ -9,6 +9,8 @@ export interface ServerLimits {
   diskQuotaBytes: number;
   /** Most training and rollout jobs of all runs running at once. */
   maxJobs: number;
+  /** Most exec commands of all runs running at once (each run has its own cap too). */
+  maxExecs: number;
   /** Tool calls each run may make per second, sustained (bursts of twice that). */
   callsPerSecond: number;
 }

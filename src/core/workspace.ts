@@ -1,7 +1,7 @@
-import { closeSync, existsSync, fstatSync, lstatSync, mkdirSync, openSync, realpathSync, statSync, writeSync } from 'node:fs';
-import { dirname, join, posix } from 'node:path';
-import { A2rlError } from '../util/errors.js';
-import { isInside, openForRead, openForWrite, readAt, readDirBounded } from '../util/safe-fs.js';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, statSync, writeSync } from 'node:fs';
+import { join, posix } from 'node:path';
+import { A2rlError, isA2rlError } from '../util/errors.js';
+import { SafeDir, maxPathBytes, readAt } from '../util/safe-fs.js';
 import type { Mount } from '../../sandbox/contract.js';
 
 /** Where the workspace appears inside every agent sandbox. */
@@ -17,9 +17,12 @@ export interface WorkspaceMount {
 export interface ResolvedPath {
   /** Normalised path relative to the workspace ('.' for its root). */
   path: string;
-  hostPath: string;
-  /** The host folder the path must stay inside: the workspace, or the mount it lies in. */
+  /** The trusted host folder (or file) the path starts from: the workspace's root, or the read-only mount it lies in. */
   base: string;
+  /** The workspace-relative path of `base` ('.' for the root). */
+  basePath: string;
+  /** The path's components under `base`, looked up one at a time without following links. */
+  names: string[];
   readOnly: boolean;
 }
 
@@ -31,12 +34,16 @@ export interface FileEntry {
 }
 
 export const maxWriteBytes = 1024 * 1024;
+/** Deepest path a tool takes: far inside the disk walk's depth, so no tool can make a tree the disk account cannot measure. */
+export const maxPathDepth = 64;
 export const maxReadBytes = 256 * 1024;
 
 /**
  * A run's workspace as the agent sees it: one writable host folder, with read-only
- * mounts (data, base model, libraries, instructions) laid over parts of it. File tools
- * resolve every path here, so no path, `..` or symlink leads outside.
+ * mounts (data, base model, libraries, instructions) laid over parts of it. Every path is
+ * resolved here and opened through `SafeDir` (src/util/safe-fs.ts): from a handle on the
+ * workspace's root or a mount's source, one component at a time, never following a link,
+ * so no path, `..`, symlink or swapped folder leads outside.
  */
 export class Workspace {
   private readonly mounts: WorkspaceMount[];
@@ -52,6 +59,7 @@ export class Workspace {
   /**
    * Creates the writable folders and the empty mount points the sandbox binds over; a
    * mount inside another (models/base in models) gets its point in that mount's source.
+   * Runs once, when the run is created, before any agent can act in it.
    */
   prepare(writableDirs: string[]): void {
     mkdirSync(this.root, { recursive: true });
@@ -72,59 +80,123 @@ export class Workspace {
     ];
   }
 
+  /** Where a path lies (nothing is opened yet); a write into a read-only part is refused. */
   resolve(input: string, access: 'read' | 'write'): ResolvedPath {
-    const target = this.locate(normalise(input));
+    const path = normalise(input);
+    const mount = this.mounts.find((m) => path === m.path || path.startsWith(`${m.path}/`));
+    const rest = mount ? path.slice(mount.path.length + 1) : path === '.' ? '' : path;
+    const target: ResolvedPath = {
+      path,
+      base: mount ? mount.source : this.root,
+      basePath: mount ? mount.path : '.',
+      names: rest === '' ? [] : rest.split('/'),
+      readOnly: mount !== undefined,
+    };
+    // A read-only mount that is a file (instructions.md) has nothing under it.
+    if (mount && target.names.length > 0 && !statSync(mount.source).isDirectory()) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        `${mount.path} is a file, not a folder; nothing lies under it. Give a path such as ${mount.path}.`,
+      );
+    }
     if (target.readOnly && access === 'write') {
       throw new A2rlError(
         'READ_ONLY',
         `${target.path} is read-only (provided by the benchmark). Write under code/, output/ or rollouts/ instead.`,
       );
     }
-    this.assertInside(target.base, target.hostPath, target.path);
     return target;
   }
 
-  /** Maps a normalised path to the host without following anything. */
-  private locate(path: string): ResolvedPath {
-    const mount = this.mounts.find((m) => path === m.path || path.startsWith(`${m.path}/`));
-    const base = mount ? mount.source : this.root;
-    const rest = mount ? path.slice(mount.path.length + 1) : path === '.' ? '' : path;
-    return { path, base, hostPath: rest === '' ? base : join(base, ...rest.split('/')), readOnly: mount !== undefined };
+  /** Opens the folder at a path; the caller closes it. Refused when the path is a file, a link or absent. */
+  openDir(input: string | ResolvedPath): SafeDir {
+    const target = typeof input === 'string' ? this.resolve(input, 'read') : input;
+    if (target.names.length === 0 && !statSync(target.base).isDirectory()) {
+      throw new A2rlError('INVALID_INPUT', `${target.path} is a file, not a folder. Read it with read_file.`);
+    }
+    return SafeDir.withTrusted(target.base, (base) => base.openDir(target.names), target.basePath, target.readOnly);
   }
 
-  list(input: string, depth: number, limit: number): { entries: FileEntry[]; truncated: boolean } {
-    const start = this.resolve(input, 'read');
-    if (!existsSync(start.hostPath)) throw notFound(start.path);
-    if (!statSync(start.hostPath).isDirectory()) {
-      throw new A2rlError('INVALID_INPUT', `${start.path} is a file, not a folder. Read it with read_file.`);
+  /** Runs `use` with the folder that holds a path's last component open; the path is never the base itself. */
+  private withParent<T>(target: ResolvedPath, create: boolean, use: (parent: SafeDir, name: string) => T): T {
+    const parent = SafeDir.withTrusted(
+      target.base,
+      (base) => base.openDir(target.names.slice(0, -1), { create }),
+      target.basePath,
+      target.readOnly,
+    );
+    try {
+      return use(parent, target.names.at(-1)!);
+    } finally {
+      parent.close();
     }
+  }
+
+  /** Opens a regular file for reading (a read-only mount that is a file, such as instructions.md, included). */
+  openFile(input: string | ResolvedPath): number {
+    const target = typeof input === 'string' ? this.resolve(input, 'read') : input;
+    if (target.names.length > 0) return this.withParent(target, false, (parent, name) => parent.openFile(name));
+    if (statSync(target.base).isDirectory()) throw new A2rlError('INVALID_INPUT', `${target.path} is a folder. List it with list_files.`);
+    return openSync(target.base, 'r');
+  }
+
+  /** At most `maxBytes` of a regular file, from its start. */
+  readBytes(input: string, maxBytes: number): Buffer {
+    const fd = this.openFile(input);
+    try {
+      return readAt(fd, 0, maxBytes);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  list(input: string, depth: number, limit: number): { entries: FileEntry[]; truncated: boolean; unspellable: number } {
+    const start = this.resolve(input, 'read');
     const entries: FileEntry[] = [];
     let truncated = false;
-    const walk = (dir: string, level: number) => {
-      const resolved = this.resolve(dir, 'read');
-      const listed = readDirBounded(resolved.hostPath, limit - entries.length);
+    let unspellable = 0;
+    const walk = (dir: SafeDir, path: string, level: number) => {
+      const listed = dir.list(limit - entries.length);
       truncated ||= listed.truncated;
+      unspellable += listed.unspellable;
       for (const name of listed.names) {
         if (entries.length >= limit) {
           truncated = true;
           return;
         }
-        const path = dir === '.' ? name : `${dir}/${name}`;
-        const entry = this.describe(path);
-        entries.push(entry);
-        if (entry.type === 'dir' && level < depth) walk(path, level + 1);
+        const child = path === '.' ? name : `${path}/${name}`;
+        const mount = this.mounts.find((m) => m.path === child);
+        const stats = mount ? statSync(mount.source) : dir.lstat(name);
+        if (!stats) continue; // deleted while listed
+        const type = stats.isSymbolicLink() ? 'symlink' : stats.isDirectory() ? 'dir' : stats.isFile() ? 'file' : 'other';
+        entries.push({ path: child, type, size: type === 'file' ? stats.size : 0, read_only: mount !== undefined || dir.readOnly });
+        if (type !== 'dir' || level >= depth) continue;
+        let sub: SafeDir;
+        try {
+          sub = mount ? SafeDir.openTrusted(mount.source, child, true) : dir.child(name);
+        } catch (error) {
+          if (isA2rlError(error)) continue; // swapped for a link or a file while listed: not followed
+          throw error;
+        }
+        try {
+          walk(sub, child, level + 1);
+        } finally {
+          sub.close();
+        }
       }
     };
-    walk(start.path, 1);
-    return { entries, truncated };
+    const top = this.openDir(start);
+    try {
+      walk(top, start.path, 1);
+    } finally {
+      top.close();
+    }
+    return { entries, truncated, unspellable };
   }
 
   readText(input: string, offset: number, maxBytes: number): { path: string; content: string; size: number; truncated: boolean } {
     const target = this.resolve(input, 'read');
-    if (!existsSync(target.hostPath)) throw notFound(target.path);
-    if (statSync(target.hostPath).isDirectory())
-      throw new A2rlError('INVALID_INPUT', `${target.path} is a folder. List it with list_files.`);
-    const fd = openForRead(target.hostPath, target.base, target.path);
+    const fd = this.openFile(target);
     try {
       const size = fstatSync(fd).size;
       const buffer = readAt(fd, offset, maxBytes);
@@ -150,58 +222,22 @@ export class Workspace {
         `Content is ${bytes} bytes; write_file takes at most ${maxWriteBytes}. Split it into several files, or generate large files with a script via exec.`,
       );
     }
-    if (existsSync(target.hostPath) && lstatSync(target.hostPath).isDirectory()) {
-      throw new A2rlError('INVALID_INPUT', `${target.path} is a folder; give a file path inside it.`);
-    }
-    mkdirSync(dirname(target.hostPath), { recursive: true });
-    const fd = openForWrite(target.hostPath, target.base, target.path, append);
-    try {
-      writeSync(fd, content);
-      return { path: target.path, bytes, size: fstatSync(fd).size };
-    } finally {
-      closeSync(fd);
-    }
+    return this.withParent(target, true, (parent, name) => {
+      const fd = parent.openFileForWrite(name, append);
+      try {
+        writeSync(fd, content);
+        return { path: target.path, bytes, size: fstatSync(fd).size };
+      } finally {
+        closeSync(fd);
+      }
+    });
   }
 
-  private describe(path: string): FileEntry {
-    const target = this.locate(path);
-    const stats = lstatSync(target.hostPath);
-    const type = stats.isSymbolicLink() ? 'symlink' : stats.isDirectory() ? 'dir' : stats.isFile() ? 'file' : 'other';
-    return { path, type, size: type === 'file' ? stats.size : 0, read_only: target.readOnly };
+  /** Replaces a workspace file whole (written aside, then renamed over it): the server's rewrite of a file the agent may hold open. */
+  replaceFile(input: string, content: string): void {
+    const target = this.resolve(input, 'write');
+    this.withParent(target, false, (parent, name) => parent.replaceFile(name, content));
   }
-
-  /** Follows symlinks on the host and refuses anything that ends outside `base`. */
-  private assertInside(base: string, hostPath: string, path: string): void {
-    const realBase = realpathSync(base);
-    let existing = hostPath;
-    while (!existsSync(existing) && existing !== dirname(existing)) existing = dirname(existing);
-    let real: string;
-    try {
-      real = realpathSync(existing);
-    } catch {
-      // A dangling symlink: lstat sees it, realpath cannot follow it.
-      throw new A2rlError('OUTSIDE_WORKSPACE', `${path} is a symlink that leads outside the workspace; use the real file's path.`);
-    }
-    if (!isInside(realBase, real)) {
-      throw new A2rlError('OUTSIDE_WORKSPACE', `${path} leads outside the workspace through a symlink; use paths to real files inside it.`);
-    }
-    if (existsSync(hostPath) === false && lstatExists(hostPath)) {
-      throw new A2rlError('OUTSIDE_WORKSPACE', `${path} is a dangling symlink; remove it or use the real file's path.`);
-    }
-  }
-}
-
-function lstatExists(path: string): boolean {
-  try {
-    lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function notFound(path: string): A2rlError {
-  return new A2rlError('NOT_FOUND', `${path} does not exist. List the workspace with list_files to see what is there.`);
 }
 
 /** Workspace-relative, normalised, inside; `/workspace/...` is accepted as the sandbox spelling of the same path. */
@@ -217,6 +253,18 @@ export function normalise(input: string): string {
     );
   }
   const normalised = posix.normalize(path === '' ? '.' : path).replace(/\/+$/, '') || '.';
+  if (Buffer.byteLength(normalised) > maxPathBytes) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `The path is ${Buffer.byteLength(normalised)} bytes long; paths are at most ${maxPathBytes}. Use shorter folder and file names.`,
+    );
+  }
+  if (normalised.split('/').length > maxPathDepth) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `The path nests ${normalised.split('/').length} folders deep; paths are at most ${maxPathDepth} deep. Use a flatter layout.`,
+    );
+  }
   if (normalised === '..' || normalised.startsWith('../')) {
     throw new A2rlError('OUTSIDE_WORKSPACE', `${input} leads outside the workspace. Use a path inside it, such as output/final.`);
   }

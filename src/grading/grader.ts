@@ -10,10 +10,32 @@ import type { Logger } from '../util/logger.js';
 import type { RecordEvent } from '../store/events.js';
 import { readTail } from '../util/safe-fs.js';
 import type { GradeRow, Store } from '../store/store.js';
-import { libraryMounts, type Task } from '../tasks/task.js';
+import { threadPoolEnv } from '../tasks/full-task.js';
+import { libraryMounts, type Task, type Tier } from '../tasks/task.js';
 
 /** Fixed layout of the grading sandbox; graders read their inputs from here. */
 const gradingRoot = '/opt/a2rl';
+
+/**
+ * Processes and threads a grading may hold at once (each thread counts). A micro grader is one Python process; a
+ * full-tier grader runs an inference engine: vLLM's engine and worker processes, each with CUDA, NCCL, tokenizer
+ * and compile threads. A grading runs model weights, never model-written code (that runs in sandboxes of its own,
+ * `execution.ts`), so the higher limit bounds a runaway engine rather than a fork bomb.
+ */
+export const gradingPids: Readonly<Record<Tier, number>> = { micro: 64, full: 4096 };
+
+/**
+ * A grading sandbox's variables. A full-tier grader's thread pools are sized to its CPUs (`threadPoolEnv`), and it
+ * is told when it must decode on a GPU (A2RL_REQUIRE_GPU=1): when the grading holds GPUs, or when the operator
+ * forced the GPU runtime (A2RL_FULL_GPU=1 in the server's environment). It then fails, saying why (a CPU build of
+ * torch, no device nodes, a vLLM that does not load), rather than decode on CPU, where a full grading cannot finish.
+ */
+export function gradingEnvironment(task: Task, gradingGpus: number, serverEnv: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const base = { PYTHONPATH: `${gradingRoot}/lib`, PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1', ...task.pythonRuntime.env };
+  if (task.tier !== 'full') return base;
+  const gpuRequired = gradingGpus > 0 || serverEnv.A2RL_FULL_GPU === '1';
+  return { ...base, ...threadPoolEnv(task.grader.cpus), ...(gpuRequired ? { A2RL_REQUIRE_GPU: '1' } : {}) };
+}
 
 export interface GradeRequest {
   task: Task;
@@ -113,6 +135,9 @@ export class Grader {
   /** Phase one: the task's grader decodes the checkpoint on the evaluation set, as a recorded job. */
   private async runGrader(request: GradeRequest, outName: string, outDir: string): Promise<string> {
     const { task } = request;
+    // A full-tier grader decodes with vLLM where it sees a GPU; a micro grader is CPU-only by design.
+    const gpuCount = task.tier === 'full' ? this.jobs.gradingGpus() : 0;
+    const limits = { cpus: task.grader.cpus, memoryBytes: task.grader.memoryMb * 2 ** 20, pids: gradingPids[task.tier] };
     const sandbox = await this.backend.create({
       name: `grading-${request.contentHash.slice(0, 12)}`,
       mounts: [
@@ -125,9 +150,9 @@ export class Grader {
         { source: outDir, target: `${gradingRoot}/out`, readOnly: false },
       ],
       hidden: [],
-      env: { PYTHONPATH: `${gradingRoot}/lib`, PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1', ...task.pythonRuntime.env },
+      env: gradingEnvironment(task, gpuCount),
       workdir: `${gradingRoot}/out`,
-      limits: { cpus: task.grader.cpus, memoryBytes: task.grader.memoryMb * 2 ** 20, pids: 64 },
+      limits,
       grading: true,
     });
     try {
@@ -147,10 +172,9 @@ export class Grader {
           ...task.gradingInputs.args,
         ],
         sandbox,
-        limits: { cpus: task.grader.cpus, memoryBytes: task.grader.memoryMb * 2 ** 20, pids: 64, gpus: [] },
+        limits: { ...limits, gpus: [] },
         charged: false,
-        // A full-tier grader decodes with vLLM where it sees a GPU; a micro grader is CPU-only by design.
-        gpuCount: task.tier === 'full' ? this.jobs.gradingGpus() || undefined : undefined,
+        gpuCount: gpuCount || undefined,
         timeoutMs: task.grader.timeoutSeconds * 1000,
         logDir: join(request.runDir, 'logs'),
         record: request.record,

@@ -117,9 +117,26 @@ export class JobManager {
     return [...this.live.values()].filter((job) => kinds.includes(job.request.kind)).length;
   }
 
+  /**
+   * Starts a job: its row and its log come into being together (a log that cannot be opened refuses the start with
+   * nothing recorded), then the sandbox runs it.
+   */
   start(request: JobRequest): JobRow {
-    mkdirSync(request.logDir, { recursive: true });
     const now = Date.now();
+    // Opened by insertJob, which throws when it cannot be.
+    let log!: CappedLog;
+    const openLog = (path: string) => {
+      try {
+        mkdirSync(request.logDir, { recursive: true });
+        log = new CappedLog(path, this.logCap);
+      } catch (error) {
+        throw new A2rlError(
+          'UNAVAILABLE',
+          `The job was not started: the server could not open its log (${(error as NodeJS.ErrnoException).code ?? 'error'}). Nothing ran, and nothing was recorded or charged; try again, and report it if it persists.`,
+          { cause: error },
+        );
+      }
+    };
     const row = this.store.insertJob(
       {
         run_id: request.runId,
@@ -132,9 +149,9 @@ export class JobManager {
         created_at: now,
       },
       request.logDir,
+      openLog,
     );
     const { id } = row;
-    const log = new CappedLog(row.log_path, this.logCap);
     const launch = (gpus: number[], gpuCount?: number) =>
       request.sandbox.exec({
         command: request.argv,
@@ -258,6 +275,8 @@ export class JobManager {
       this.logger.warn({ job: id, err: error }, 'could not collect job output');
       state = 'failed';
       reason = `its output could not be processed: ${(error as Error).message}`;
+      // What could not be counted is charged as reserved: an agent cannot spoil its output to be charged less.
+      collected = { episodesDone: job.request.episodesRequested };
     }
     const endedAt = Date.now();
     this.store.finishJob(id, {

@@ -20,14 +20,19 @@ export interface StdioBridge {
  * relay in the jail) gets a real `serve --run` child here, outside the jail, joined to it
  * stdin to stdout. The agent's health checks connect too; each gets a server of its own.
  */
-export async function startStdioBridge(server: { command: string; args: string[]; stderrPath: string }): Promise<StdioBridge> {
+export async function startStdioBridge(server: {
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  stderrPath: string;
+}): Promise<StdioBridge> {
   const dir = mkdtempSync(join(tmpdir(), 'a2rl-bridge-'));
   const socket = join(dir, 'mcp.sock');
   const children = new Set<ChildProcess>();
   const exits: Array<Promise<void>> = [];
   const listener: Server = createServer({ allowHalfOpen: true }, (connection: Socket) => {
     const stderr = openSync(server.stderrPath, 'a');
-    const child = spawn(server.command, server.args, { stdio: ['pipe', 'pipe', stderr] });
+    const child = spawn(server.command, server.args, { env: server.env, stdio: ['pipe', 'pipe', stderr] });
     closeSync(stderr);
     children.add(child);
     exits.push(

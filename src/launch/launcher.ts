@@ -1,6 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import pLimit from 'p-limit';
@@ -12,8 +12,9 @@ import { eventRecorder } from '../store/events.js';
 import { summarizeRun, type RunSummary } from '../reports/summary.js';
 import { serverVersion } from '../mcp/server.js';
 import { issueRunToken } from '../mcp/tokens.js';
-import { ownerOf } from '../core/ownership.js';
-import { agentKind, type AgentKind, findExecutable, type McpEndpoint } from './agents.js';
+import { ownerAlive, ownerOf } from '../core/ownership.js';
+import { agentKind, type AgentKind, findExecutable, type McpEndpoint, type ModelActivity } from './agents.js';
+import { agentEnvironment, serverEnvironment } from './environment.js';
 import { relayEntry, startStdioBridge, type StdioBridge } from './bridge.js';
 import { agentInstallRoot, assertJailable, jailCommand, jailSocketPath } from './jail.js';
 import { type GroupOutcome, runProcessGroup } from './process-group.js';
@@ -39,6 +40,8 @@ export interface LaunchOptions {
   agentArgs?: string[];
   /** Host folders or files the agent needs read-only in its jail beside its installation (a command agent's own code). */
   agentBinds?: string[];
+  /** Variables of the launcher's environment the agent gets beside those of its kind (`NAME` or `PREFIX_*`; never `A2RL_*`). */
+  agentEnv?: string[];
   /** One line per event of the batch (started, ended), for the operator. */
   onLine?: (line: string) => void;
 }
@@ -53,7 +56,7 @@ export interface LaunchedRun {
   stopped_at_deadline: boolean;
   interrupted: boolean;
   killed: boolean;
-  /** Why the run does not count (the agent never had the tools, or did not exit normally); null for a benchmark run. */
+  /** Why the run does not count (the agent never had the tools, its model never answered, or it did not exit normally); null for a benchmark run. */
   infrastructure_failure: string | null;
   /** The run this one retried after its infrastructure failed; null for a first attempt. */
   retry_of: string | null;
@@ -69,6 +72,7 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
   const agent = agentKind(options.agent);
   const executable = findExecutable(agent);
   const agentPaths = jailedAgentPaths(executable, options.agentBinds ?? [], engine.home);
+  const environment = agentEnvironment(agent.environment, options.agentEnv ?? []);
   const task = engine.taskFor({ taskId: options.task, baseModel: options.baseModel });
   if (!Number.isInteger(options.repeats) || options.repeats < 1) {
     throw new A2rlError('INVALID_INPUT', '--repeats takes a whole number of runs, at least 1.');
@@ -105,6 +109,7 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
             http: http && { url: http.url, owner: http.owner },
             executable,
             agentPaths,
+            environment,
           }),
         ),
       ),
@@ -137,6 +142,8 @@ interface OneLaunch extends LaunchOptions {
   executable: string | undefined;
   /** Host paths shown read-only in the jail: the agent's installation and the operator's --agent-bind. */
   agentPaths: string[];
+  /** What the agent gets of the launcher's environment (an allow-list). */
+  environment: Record<string, string>;
 }
 
 /** One repeat: a run whose infrastructure failed is retried once, in a new run; both are returned. */
@@ -172,6 +179,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     bridge = await startStdioBridge({
       command: process.execPath,
       args: [cliEntry, '--home', engine.home, 'serve', '--run', row.id, ...launch.serveArgs],
+      env: serverEnvironment(),
       stderrPath: join(agentDir, 'server-stderr.log'),
     });
     endpoint = { kind: 'stdio', command: process.execPath, args: [relayEntry, jailSocketPath] };
@@ -198,6 +206,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     socket: bridge?.socket,
   });
   const deadline = row.created_at + limits.wallSeconds * 1000;
+  const env = { ...launch.environment, ...invocation.env, A2RL_RUN_ID: row.id };
   // The run's columns are what reports and the leaderboard group by; the event keeps the whole launch.
   engine.store.setRunAgent(row.id, { agent: agent.name, agent_version: launch.agentVersion ?? undefined, driver_model: launch.model });
   record('agent', 'launched', {
@@ -211,7 +220,8 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     command: invocation.command,
     args: invocation.args,
     jail: jail.args.slice(0, jail.args.indexOf('--')),
-    env: Object.keys(invocation.env),
+    // Names only: the values are the agent's keys and its run token.
+    env: Object.keys(env).sort(),
     cwd: workDir,
     config_files: invocation.files.map((file) => file.path),
     prompt: join(agentDir, 'prompt.md'),
@@ -228,11 +238,12 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
       command: jail.command,
       args: jail.args,
       cwd: workDir,
-      env: { ...agentEnvironment(), ...invocation.env, A2RL_RUN_ID: row.id },
+      env,
       stdoutPath: transcript,
       stderrPath: stderrLog,
       deadline,
       graceMs: launch.graceSeconds * 1000,
+      beforeDeadlineStop: () => serverEndedRun(engine, row.id),
       // The servers behind the bridge run outside the agent's group: the operator's signal goes to them too.
       onInterrupt: (signal) => void bridge?.close(signal),
     });
@@ -274,8 +285,9 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     : outcome.interrupted
       ? `stopped by the operator${killed}`
       : `exited with ${outcome.signal ?? `code ${outcome.exitCode}`}`;
-  await endLeftRun(engine, row.id, `the agent ${how}`);
-  const failure = infrastructureFailure(engine, row.id, outcome, how);
+  // A deadline stop ends the run for the same reason on both transports, whichever of the server and the launcher ends it.
+  await endLeftRun(engine, row.id, outcome.stoppedAtDeadline ? wallClockEndReason : `the agent ${how}`);
+  const failure = infrastructureFailure(engine, row.id, outcome, how, () => modelActivityOf(agent, transcript, stderrLog));
   if (failure) {
     engine.store.markInfrastructureFailure(row.id, failure);
     record('run', 'infrastructure_failure', { reason: failure });
@@ -304,23 +316,51 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
 /**
  * Why a run is no result of the agent's, if it is not: the agent never got the a2rl tools
  * (its server never answered tools/list: no server, a server too slow for the client, a
- * configuration the CLI ignored), or it ended abnormally before its deadline (a model API
- * or CLI error). Stopped at the deadline or by the operator is a normal end.
+ * configuration the CLI ignored); its model never completed a turn and no tool was called
+ * (a model API refusing the key, unavailable or rate-limited for the whole run, whatever
+ * stopped the agent); or it ended abnormally before its deadline (a model API or CLI error).
+ * Stopped at the deadline or by the operator is otherwise a normal end.
  */
-function infrastructureFailure(engine: Engine, runId: string, outcome: GroupOutcome, how: string): string | null {
-  if (!engine.store.hasEvent(runId, 'session', 'tools_listed') && !engine.store.hasEvent(runId, 'tool')) {
-    return `the agent never had the a2rl tools (its MCP server never listed them); the agent ${how}`;
+function infrastructureFailure(
+  engine: Engine,
+  runId: string,
+  outcome: GroupOutcome,
+  how: string,
+  readModelActivity: () => ModelActivity | undefined,
+): string | null {
+  const toolCalled = engine.store.hasEvent(runId, 'tool');
+  const abnormalExit = outcome.exitCode !== 0 && !outcome.stoppedAtDeadline && !outcome.interrupted;
+  // A run that called tools and ended normally is the agent's: its transcript, however long, is not read.
+  if (toolCalled && !abnormalExit) return null;
+  const model = readModelActivity();
+  const lastError = model?.lastError ? ` (last error: ${model.lastError})` : '';
+  if (!engine.store.hasEvent(runId, 'session', 'tools_listed') && !toolCalled) {
+    return `the agent never had the a2rl tools (its MCP server never listed them); the agent ${how}${lastError}`;
   }
-  if (outcome.exitCode !== 0 && !outcome.stoppedAtDeadline && !outcome.interrupted) return `the agent ${how}`;
-  return null;
+  if (model && !model.answered && !toolCalled) return `the model never answered${lastError}; the agent ${how}`;
+  return abnormalExit ? `the agent ${how}${lastError}` : null;
 }
 
-/** The launcher's environment for the agent (its API keys, model endpoints), without what points at the operator's own folders. */
-function agentEnvironment(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const name of ['A2RL_HOME', 'XDG_CONFIG_HOME', 'XDG_DATA_HOME', 'XDG_CACHE_HOME', 'XDG_STATE_HOME', 'XDG_RUNTIME_DIR'])
-    delete env[name];
-  return env;
+/** The agent's model activity from its transcript and stderr, for agents driven by a model. */
+function modelActivityOf(agent: AgentKind, transcript: string, stderr: string): ModelActivity | undefined {
+  const read = (path: string) => (existsSync(path) ? readFileSync(path, 'utf8') : '');
+  return agent.modelActivity?.(read(transcript), read(stderr));
+}
+
+/** How a run stopped at its wall-clock deadline ends, on either transport: the words its server uses. */
+const wallClockEndReason = 'wall-clock budget exhausted';
+
+/**
+ * At the deadline, the run's server (behind the bridge, or the launcher's `serve --http`) ends
+ * the run itself within a second; the agent is stopped once it has, so that the server's
+ * reason, not the agent's disconnection, is what the run records. No wait when nothing else serves it.
+ */
+async function serverEndedRun(engine: Engine, runId: string): Promise<void> {
+  for (let waited = 0; waited < 10_000; waited += 100) {
+    const row = engine.store.getRun(runId);
+    if (!row || row.state === 'ended' || row.owner === engine.owner || !ownerAlive(row.owner)) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 /**
@@ -366,8 +406,10 @@ function versionOf(executable: string, agent: AgentKind): string | null {
 
 /** A `serve --http` child on a free loopback port, on the launcher's home, for agents that connect over HTTP. */
 async function startHttpServer(home: string, serveArgs: string[]): Promise<{ url: string; owner: string; stop: () => Promise<void> }> {
+  // Without the admin token: no agent can create runs through the server its launcher started.
   const child: ChildProcess = spawn(process.execPath, [cliEntry, '--home', home, 'serve', '--http', '--port', '0', ...serveArgs], {
     stdio: ['ignore', 'ignore', 'pipe'],
+    env: serverEnvironment(),
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = await new Promise<string>((resolve, reject) => {

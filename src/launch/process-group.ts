@@ -14,6 +14,8 @@ export interface GroupCommand {
   /** When (epoch ms) the whole process group gets TERM; KILL follows `graceMs` later. */
   deadline: number;
   graceMs: number;
+  /** Awaited at the deadline before the TERM (the run's server ending the run first); the KILL moves with it. */
+  beforeDeadlineStop?: () => Promise<void>;
   /** Called when the operator's SIGINT or SIGTERM reaches the launcher, to pass it on to what runs outside the group. */
   onInterrupt?: (signal: NodeJS.Signals) => void;
 }
@@ -102,14 +104,22 @@ export async function runProcessGroup(spec: GroupCommand): Promise<GroupOutcome>
     killed = processGroupMembers(pgid).length > 0;
     signalGroup(pgid, 'SIGKILL');
   };
+  let kill: NodeJS.Timeout | undefined;
+  let over = false;
   const term = setTimeout(
     () => {
-      stoppedAtDeadline = true;
-      terminateGroup(pgid);
+      // Whatever the wait ends with, the TERM follows, unless the agent is gone meanwhile.
+      void Promise.resolve(spec.beforeDeadlineStop?.())
+        .catch(() => undefined)
+        .then(() => {
+          if (interrupted || over) return;
+          stoppedAtDeadline = true;
+          terminateGroup(pgid);
+          kill = setTimeout(killNow, spec.graceMs);
+        });
     },
     Math.max(0, spec.deadline - Date.now()),
   );
-  let kill = setTimeout(killNow, Math.max(0, spec.deadline + spec.graceMs - Date.now()));
   // The agent runs in a group of its own, so the operator's Ctrl-C reaches it only through here.
   const onInterrupt = (signal: NodeJS.Signals) => {
     interrupted = true;
@@ -127,6 +137,7 @@ export async function runProcessGroup(spec: GroupCommand): Promise<GroupOutcome>
     while (processGroupMembers(pgid).length > 0) await sleep(200);
     return { pid: pgid, exitCode: code, signal, stoppedAtDeadline, interrupted, killed, startedAt, endedAt: Date.now() };
   } finally {
+    over = true;
     clearTimeout(term);
     clearTimeout(kill);
     process.off('SIGINT', onInterrupt);

@@ -6,7 +6,7 @@ import { A2rlError } from '../util/errors.js';
 import { startProgress } from '../util/progress.js';
 import { renderHtml } from './render.js';
 import { trajectoriesDir } from '../core/rollouts.js';
-import { openForRead } from '../util/safe-fs.js';
+import { Workspace } from '../core/workspace.js';
 import type { Store } from '../store/store.js';
 import { baselineGradeOf, publicMetrics, submissionId } from '../core/submissions.js';
 import { getTaskFile } from '../tasks/task.js';
@@ -165,20 +165,13 @@ function copyTail(source: string, target: string): void {
 
 /** Copies a workspace file (never through a symlink, never from outside it) no larger than `maxCopiedBytes`; false when it was not copied. */
 function copyFromWorkspace(workspace: string, path: string, target: string): boolean {
-  let fd: number;
+  let content: Buffer;
   try {
-    fd = openForRead(join(workspace, path), workspace, path);
+    content = new Workspace(workspace, []).readBytes(path, maxCopiedBytes + 1);
   } catch {
     return false;
   }
-  try {
-    const size = fstatSync(fd).size;
-    if (size > maxCopiedBytes) return false;
-    const buffer = Buffer.alloc(size);
-    readSync(fd, buffer, 0, size, 0);
-    writeFileSync(target, buffer);
-    return true;
-  } finally {
-    closeSync(fd);
-  }
+  if (content.length > maxCopiedBytes) return false;
+  writeFileSync(target, content);
+  return true;
 }

@@ -1,9 +1,10 @@
-import { closeSync, existsSync, lstatSync, mkdirSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdirSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { sha256, treeHash } from '../util/hashing.js';
 import type { RecordEvent } from './events.js';
-import { openForRead, readDirBounded } from '../util/safe-fs.js';
+import { isA2rlError } from '../util/errors.js';
+import type { SafeDir } from '../util/safe-fs.js';
 
 /**
  * What one snapshot of a workspace's code/ folder keeps: source, not data or checkpoints.
@@ -16,6 +17,7 @@ export const codeSnapshotLimits = {
   maxBytes: 32 * 2 ** 20,
   maxEntries: 10_000,
   maxSkipped: 100,
+  maxDepth: 64,
 };
 
 export interface CodeFile {
@@ -32,6 +34,12 @@ export interface CodeTree {
   skipped: Array<{ path: string; reason: string }>;
 }
 
+/** A snapshot read from a workspace, not yet kept: its tree, and each file's content by hash. */
+export interface ReadSnapshot extends CodeTree {
+  bytes: number;
+  contents: Map<string, Buffer>;
+}
+
 /**
  * Content-addressed store of code snapshots under `dir`: `objects/<sha256>` holds each
  * distinct file once, `trees/<tree>.json` each distinct folder state once.
@@ -39,9 +47,14 @@ export interface CodeTree {
 export class CodeSnapshots {
   constructor(readonly dir: string) {}
 
-  /** Snapshots `codeDir` (which the agent may change meanwhile: files are opened without following links). */
-  snapshot(codeDir: string): CodeTree & { bytes: number } {
+  /**
+   * Reads a code/ folder (which the agent may change meanwhile) through its handle: every
+   * name opened from its folder's handle, no link followed, at most `codeSnapshotLimits`.
+   * Nothing is stored yet: the run is charged first (`recordCodeSnapshot`), then `keep` stores it.
+   */
+  readFolder(code: SafeDir | undefined): ReadSnapshot {
     const files: CodeFile[] = [];
+    const contents = new Map<string, Buffer>();
     const skipped: CodeTree['skipped'] = [];
     let bytes = 0;
     let entries = 0;
@@ -50,36 +63,67 @@ export class CodeSnapshots {
       if (skipped.length < codeSnapshotLimits.maxSkipped) skipped.push({ path, reason });
       else unnamed++;
     };
-    const walk = (dir: string, prefix: string) => {
-      const listed = readDirBounded(dir, codeSnapshotLimits.maxEntries - entries);
+    const walk = (dir: SafeDir, prefix: string, depth: number) => {
+      const listed = dir.list(codeSnapshotLimits.maxEntries - entries);
       if (listed.truncated)
         skip(prefix || '.', `past the snapshot limits: the walk stopped after ${codeSnapshotLimits.maxEntries} entries`);
+      if (listed.unspellable > 0) skip(prefix || '.', `${listed.unspellable} names that are not valid UTF-8`);
       for (const name of listed.names) {
         if (name === '__pycache__') continue;
         entries++;
         const path = prefix ? `${prefix}/${name}` : name;
-        const full = join(dir, name);
-        const stats = lstatSync(full);
-        if (stats.isDirectory()) walk(full, path);
-        else if (!stats.isFile()) skip(path, stats.isSymbolicLink() ? 'symlink' : 'not a regular file');
+        const stats = dir.lstat(name);
+        if (!stats) continue; // deleted during the walk
+        if (stats.isDirectory()) {
+          if (depth >= codeSnapshotLimits.maxDepth) {
+            skip(path, `nested deeper than ${codeSnapshotLimits.maxDepth} folders`);
+            continue;
+          }
+          let sub: SafeDir;
+          try {
+            sub = dir.child(name);
+          } catch (error) {
+            skip(path, `changed during the snapshot: ${(error as Error).message}`);
+            continue;
+          }
+          try {
+            walk(sub, path, depth + 1);
+          } finally {
+            sub.close();
+          }
+        } else if (!stats.isFile()) skip(path, stats.isSymbolicLink() ? 'symlink' : 'not a regular file');
         else if (stats.size > codeSnapshotLimits.maxFileBytes) skip(path, `larger than ${codeSnapshotLimits.maxFileBytes} bytes`);
         else if (files.length >= codeSnapshotLimits.maxFiles || bytes + stats.size > codeSnapshotLimits.maxBytes) {
           skip(path, 'past the snapshot limits');
         } else {
-          const content = readAtMost(full, codeDir, path, codeSnapshotLimits.maxFileBytes);
+          let content: Buffer;
+          try {
+            content = readAtMost(dir.openFile(name, path), Math.min(codeSnapshotLimits.maxFileBytes, codeSnapshotLimits.maxBytes - bytes));
+          } catch (error) {
+            skip(path, `changed during the snapshot: ${(error as Error).message}`);
+            continue;
+          }
           const file = { path, sha256: sha256(content), bytes: content.length };
-          this.putObject(file.sha256, content);
+          contents.set(file.sha256, content);
           files.push(file);
           bytes += content.length;
         }
       }
     };
-    if (existsSync(codeDir)) walk(codeDir, '');
+    if (code) walk(code, '', 0);
     if (unnamed > 0) skipped.push({ path: '…', reason: `${unnamed} more files left out, not named` });
-    const tree: CodeTree = { tree: treeHash(files), files, skipped };
-    const treeFile = join(this.dir, 'trees', `${tree.tree}.json`);
+    return { tree: treeHash(files), files, skipped, bytes, contents };
+  }
+
+  /** Stores a snapshot read by `readFolder`: its new objects, and its tree once. */
+  keep(snapshot: ReadSnapshot): void {
+    for (const [hash, content] of snapshot.contents) {
+      const target = join(this.dir, 'objects', hash);
+      if (!existsSync(target)) writeAtomically(target, content);
+    }
+    const treeFile = join(this.dir, 'trees', `${snapshot.tree}.json`);
+    const tree: CodeTree = { tree: snapshot.tree, files: snapshot.files, skipped: snapshot.skipped };
     if (!existsSync(treeFile)) writeAtomically(treeFile, JSON.stringify(tree));
-    return { ...tree, bytes };
   }
 
   read(tree: string): CodeTree {
@@ -98,11 +142,6 @@ export class CodeSnapshots {
       writeFileSync(target, this.readFile(file));
     }
   }
-
-  private putObject(hash: string, content: Buffer): void {
-    const target = join(this.dir, 'objects', hash);
-    if (!existsSync(target)) writeAtomically(target, content);
-  }
 }
 
 /** The code snapshots of every run a server home holds. */
@@ -110,29 +149,58 @@ export function codeSnapshotsOf(home: string): CodeSnapshots {
   return new CodeSnapshots(join(home, 'code-snapshots'));
 }
 
-/** Snapshots a run's code/ folder and records it; a failure is recorded, never thrown: the tool call goes on. */
+/**
+ * Snapshots a run's code/ folder and records it; a failure is recorded, never thrown: the tool
+ * call goes on. `openCode` opens code/ without following links; a code/ that is absent is an
+ * empty snapshot, one that is a link or a file is recorded as skipped. The event (what charges
+ * the run's disk account) is recorded before anything is stored, so nothing kept is charged to no one.
+ */
 export function recordCodeSnapshot(
   snapshots: CodeSnapshots,
-  codeDir: string,
+  openCode: () => SafeDir,
   record: RecordEvent,
   trigger: { job_id: number } | { submission_id: number },
 ): string | undefined {
+  let read: ReadSnapshot;
   try {
-    const { tree, files, bytes, skipped } = snapshots.snapshot(codeDir);
-    record('snapshot', 'code', { ...trigger, tree, files: files.length, bytes, skipped });
-    return tree;
+    read = readCode(snapshots, openCode);
   } catch (error) {
     record('snapshot', 'code', { ...trigger, error: String(error) });
     return undefined;
   }
+  const { tree, files, bytes, skipped } = read;
+  record('snapshot', 'code', { ...trigger, tree, files: files.length, bytes, skipped });
+  try {
+    snapshots.keep(read);
+    return tree;
+  } catch (error) {
+    record('snapshot', 'code_not_kept', { ...trigger, tree, error: String(error) });
+    return undefined;
+  }
 }
 
-function readAtMost(path: string, base: string, shown: string, limit: number): Buffer {
-  const fd = openForRead(path, base, shown);
+function readCode(snapshots: CodeSnapshots, openCode: () => SafeDir): ReadSnapshot {
+  let code: SafeDir;
   try {
-    const buffer = Buffer.alloc(limit);
+    code = openCode();
+  } catch (error) {
+    if (!isA2rlError(error)) throw error;
+    const empty = snapshots.readFolder(undefined);
+    return error.code === 'NOT_FOUND' ? empty : { ...empty, skipped: [{ path: 'code', reason: `not snapshotted: ${error.message}` }] };
+  }
+  try {
+    return snapshots.readFolder(code);
+  } finally {
+    code.close();
+  }
+}
+
+/** Reads at most `limit` bytes of an open file (no more than it held when opened: one that grows is cut), and closes it. */
+function readAtMost(fd: number, limit: number): Buffer {
+  try {
+    const buffer = Buffer.alloc(Math.max(0, Math.min(limit, fstatSync(fd).size)));
     let length = 0;
-    for (let n = -1; n !== 0 && length < limit; length += n) n = readSync(fd, buffer, length, limit - length, null);
+    for (let n = -1; n !== 0 && length < buffer.length; length += n) n = readSync(fd, buffer, length, buffer.length - length, null);
     return buffer.subarray(0, length);
   } finally {
     closeSync(fd);

@@ -132,6 +132,16 @@ const migrations: string[] = [
   // A full-tier run's base model is chosen per run: its hub id, and the content hash its baseline grade is stored under.
   `ALTER TABLE runs ADD COLUMN base_model TEXT;
    ALTER TABLE runs ADD COLUMN base_model_hash TEXT;`,
+  // Ids an agent sees count 1, 2, 3… in its own run (a global id would tell it that other runs exist): an agent job's
+  // and a submission's number in its run. Gradings are the server's, never shown by number: theirs is null.
+  `ALTER TABLE jobs ADD COLUMN seq INTEGER;
+   UPDATE jobs SET seq = (SELECT COUNT(*) FROM jobs AS earlier
+     WHERE earlier.run_id = jobs.run_id AND earlier.kind != 'grading' AND earlier.id <= jobs.id) WHERE kind != 'grading';
+   CREATE UNIQUE INDEX jobs_by_seq ON jobs(run_id, seq);
+   ALTER TABLE submissions ADD COLUMN seq INTEGER;
+   UPDATE submissions SET seq = (SELECT COUNT(*) FROM submissions AS earlier
+     WHERE earlier.run_id = submissions.run_id AND earlier.id <= submissions.id);
+   CREATE UNIQUE INDEX submissions_by_seq ON submissions(run_id, seq);`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -179,8 +189,11 @@ export interface RunRow {
 export type RunAgent = Pick<RunRow, 'agent' | 'agent_version' | 'driver_model'>;
 
 export interface JobRow {
+  /** The store's id: the server's own name for the job (events, logs, reports). */
   id: number;
   run_id: string;
+  /** Its number among the run's agent jobs (1, 2, 3…): the id the agent sees. Null for a grading. */
+  seq: number | null;
   kind: JobKind;
   command: string;
   state: JobState;
@@ -202,8 +215,11 @@ export interface JobRow {
 }
 
 export interface SubmissionRow {
+  /** The store's id: the server's own name for the submission (events, reports). */
   id: number;
   run_id: string;
+  /** Its number among the run's submissions (1, 2, 3…): the id the agent sees. */
+  seq: number;
   path: string;
   note: string | null;
   content_hash: string;
@@ -489,21 +505,29 @@ export class Store {
 
   // jobs
 
-  /** Inserts a running job; its log is `logDir/job-<id>.log`. */
+  /**
+   * Inserts a running job; its log is `logDir/job-<id>.log`, which `openLog` opens inside the same transaction: a log
+   * that cannot be opened leaves no row, never a job recorded as running that never ran.
+   */
   insertJob(
     job: Pick<JobRow, 'run_id' | 'kind' | 'command' | 'resources' | 'charged' | 'episodes_requested' | 'owner' | 'created_at'>,
     logDir: string,
+    openLog?: (path: string) => void,
   ): JobRow {
     this.localChanges++;
     return this.db
       .transaction(() => {
         const id = Number(
           this.statement(
-            `INSERT INTO jobs (run_id, kind, command, state, resources, charged, episodes_requested, log_path, owner, created_at)
-             VALUES (@run_id, @kind, @command, 'running', @resources, @charged, @episodes_requested, '', @owner, @created_at)`,
+            `INSERT INTO jobs (run_id, seq, kind, command, state, resources, charged, episodes_requested, log_path, owner, created_at)
+             VALUES (@run_id,
+               CASE WHEN @kind = 'grading' THEN NULL ELSE (SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs WHERE run_id = @run_id) END,
+               @kind, @command, 'running', @resources, @charged, @episodes_requested, '', @owner, @created_at)`,
           ).run(job).lastInsertRowid,
         );
-        this.statement('UPDATE jobs SET log_path = ? WHERE id = ?').run(join(logDir, `job-${id}.log`), id);
+        const logPath = join(logDir, `job-${id}.log`);
+        this.statement('UPDATE jobs SET log_path = ? WHERE id = ?').run(logPath, id);
+        openLog?.(logPath);
         return this.getJob(id)!;
       })
       .immediate();
@@ -511,6 +535,11 @@ export class Store {
 
   getJob(id: number): JobRow | undefined {
     return this.statement('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
+  }
+
+  /** A run's agent job by the number the agent knows it by. */
+  getJobBySeq(runId: string, seq: number): JobRow | undefined {
+    return this.statement('SELECT * FROM jobs WHERE run_id = ? AND seq = ?').get(runId, seq) as JobRow | undefined;
   }
 
   listJobs(runId: string, kinds?: readonly JobKind[]): JobRow[] {
@@ -545,6 +574,11 @@ export class Store {
     return this.statement('SELECT * FROM submissions WHERE id = ?').get(id) as SubmissionRow | undefined;
   }
 
+  /** A run's submission by the number the agent knows it by. */
+  getSubmissionBySeq(runId: string, seq: number): SubmissionRow | undefined {
+    return this.statement('SELECT * FROM submissions WHERE run_id = ? AND seq = ?').get(runId, seq) as SubmissionRow | undefined;
+  }
+
   findSubmissionByHash(runId: string, contentHash: string): SubmissionRow | undefined {
     return this.statement('SELECT * FROM submissions WHERE run_id = ? AND content_hash = ?').get(runId, contentHash) as
       SubmissionRow | undefined;
@@ -575,9 +609,9 @@ export class Store {
         if (used.n >= limit) return { capReached: true as const };
         const id = Number(
           this.statement(
-            `INSERT INTO submissions (run_id, path, note, content_hash, files, bytes, state, created_at)
-             VALUES (@run_id, @path, @note, @content_hash, @files, @bytes, 'queued', @created_at)`,
-          ).run(submission).lastInsertRowid,
+            `INSERT INTO submissions (run_id, seq, path, note, content_hash, files, bytes, state, created_at)
+             VALUES (@run_id, @seq, @path, @note, @content_hash, @files, @bytes, 'queued', @created_at)`,
+          ).run({ ...submission, seq: used.n + 1 }).lastInsertRowid,
         );
         return { inserted: this.getSubmission(id)! };
       })

@@ -1,10 +1,10 @@
 import { randomBytes, createHash } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readdirSync, read, renameSync, rmSync, write } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, read, renameSync, rmSync, write } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { A2rlError } from '../util/errors.js';
 import { treeHash } from '../util/hashing.js';
-import { openForRead, readDirBounded } from '../util/safe-fs.js';
+import type { SafeDir } from '../util/safe-fs.js';
 
 export interface SnapshotLimits {
   maxFiles: number;
@@ -26,28 +26,46 @@ export interface Snapshot {
   created: boolean;
 }
 
+/** Folders a checkpoint may hold, and how deep: each stays open from listing to copy. */
+const maxCheckpointFolders = 64;
+const maxCheckpointDepth = 8;
+
 interface PlannedFile {
   path: string;
-  source: string;
+  /** The open folder that holds it, and its name there: copied from that handle, never by path. */
+  dir: SafeDir;
+  name: string;
   size: number;
 }
 
-/** Lists a checkpoint folder, refusing anything that is not a plain file or folder. */
-function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): PlannedFile[] {
+/**
+ * Lists a checkpoint folder through handles, refusing anything that is not a plain file or
+ * folder. The folders stay open (`opened`) until the copy is done, so a folder swapped or
+ * moved meanwhile changes nothing: each file is then opened from the folder it was listed in.
+ */
+function plan(source: SafeDir, shownPath: string, limits: SnapshotLimits, opened: SafeDir[]): PlannedFile[] {
   const files: PlannedFile[] = [];
   let bytes = 0;
+  let folders = 0;
   const tooLarge = () =>
     new A2rlError(
       'TOO_LARGE',
       `${shownPath} holds more than ${limits.maxFiles} files or ${limits.maxBytes} bytes; submit only the checkpoint: ${limits.holds}.`,
     );
-  const walk = (dir: string, prefix: string) => {
-    const listed = readDirBounded(dir, limits.maxFiles + 1 - files.length);
+  const walk = (dir: SafeDir, prefix: string, depth: number) => {
+    const listed = dir.list(limits.maxFiles + maxCheckpointFolders + 1 - files.length - folders);
     if (listed.truncated) throw tooLarge();
+    if (listed.unspellable > 0) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        `${prefix ? `${shownPath}/${prefix}` : shownPath} holds ${listed.unspellable} names that are not valid UTF-8; rename or remove them with exec and submit again.`,
+      );
+    }
     for (const name of listed.names) {
-      const source = join(dir, name);
       const path = prefix ? `${prefix}/${name}` : name;
-      const stats = lstatSync(source);
+      const stats = dir.lstat(name);
+      if (!stats)
+        throw new A2rlError('CONFLICT', `${shownPath}/${path} disappeared while it was being submitted; submit again once it is saved.`);
       if (stats.isSymbolicLink()) {
         throw new A2rlError(
           'INVALID_INPUT',
@@ -55,19 +73,27 @@ function plan(sourceDir: string, shownPath: string, limits: SnapshotLimits): Pla
         );
       }
       if (stats.isDirectory()) {
-        walk(source, path);
+        if (++folders > maxCheckpointFolders || depth >= maxCheckpointDepth) {
+          throw new A2rlError(
+            'TOO_LARGE',
+            `${shownPath} holds more than ${maxCheckpointFolders} folders or nests deeper than ${maxCheckpointDepth}; submit only the checkpoint: ${limits.holds}.`,
+          );
+        }
+        const sub = dir.child(name);
+        opened.push(sub);
+        walk(sub, path, depth + 1);
         continue;
       }
       if (!stats.isFile()) throw new A2rlError('INVALID_INPUT', `${shownPath}/${path} is not a regular file; remove it and submit again.`);
       if (limits.refused?.suffixes.some((suffix) => name.endsWith(suffix))) {
         throw new A2rlError('INVALID_INPUT', `${shownPath}/${path}: ${limits.refused.why}`);
       }
-      files.push({ path, source, size: stats.size });
+      files.push({ path, dir, name, size: stats.size });
       bytes += stats.size;
       if (files.length > limits.maxFiles || bytes > limits.maxBytes) throw tooLarge();
     }
   };
-  walk(sourceDir, '');
+  walk(source, '', 0);
   if (files.length === 0) {
     throw new A2rlError('INVALID_INPUT', `${shownPath} is empty. Save a checkpoint there (${limits.holds}) and submit again.`);
   }
@@ -82,18 +108,24 @@ const readChunk = promisify(read);
 const writeChunk = promisify(write);
 
 /**
- * Copies the first `size` bytes of a file without following links, hashing exactly what
- * it copies: a file that grows meanwhile cannot push the snapshot past its limits. Reads
+ * Copies the first `size` bytes of a file opened from its folder's handle, hashing exactly
+ * what it copies: a file that grows meanwhile cannot push the snapshot past its limits. Reads
  * and writes go through the thread pool, a MiB at a time, so a large checkpoint never holds
  * the server's event loop for more than one chunk's hashing.
  */
-async function copyHashed(source: string, sourceDir: string, shown: string, target: string, size: number): Promise<string> {
+async function copyHashed(file: PlannedFile, shown: string, target: string): Promise<string> {
   const hash = createHash('sha256');
-  const input = openForRead(source, sourceDir, shown);
-  const output = openSync(target, 'wx', 0o444);
+  const input = file.dir.openFile(file.name, shown);
+  let output: number;
+  try {
+    output = openSync(target, 'wx', 0o444);
+  } catch (error) {
+    closeSync(input);
+    throw error;
+  }
   try {
     const buffer = Buffer.allocUnsafe(1 << 20);
-    for (let left = size; left > 0;) {
+    for (let left = file.size; left > 0;) {
       const { bytesRead } = await readChunk(input, buffer, 0, Math.min(buffer.length, left), null);
       if (bytesRead === 0) break;
       hash.update(buffer.subarray(0, bytesRead));
@@ -108,32 +140,46 @@ async function copyHashed(source: string, sourceDir: string, shown: string, targ
 }
 
 /**
- * Snapshots a checkpoint folder into `storeDir/<contentHash>`, out of the agent's reach.
- * What is graded is this copy, whatever happens to the folder afterwards.
+ * Snapshots a checkpoint folder, open as `source`, into `storeDir/<contentHash>`, out of the
+ * agent's reach. What is graded is this copy, whatever happens to the folder afterwards.
+ * `beforeCopy` runs once the folder is planned and before anything is copied, and may refuse
+ * (the run's disk quota).
  */
-export async function snapshotDirectory(sourceDir: string, shownPath: string, storeDir: string, limits: SnapshotLimits): Promise<Snapshot> {
-  const files = plan(sourceDir, shownPath, limits);
-  const staging = join(storeDir, `.staging-${randomBytes(8).toString('hex')}`);
-  mkdirSync(staging, { recursive: true });
+export async function snapshotDirectory(
+  source: SafeDir,
+  shownPath: string,
+  storeDir: string,
+  limits: SnapshotLimits,
+  beforeCopy: () => Promise<void> = async () => {},
+): Promise<Snapshot> {
+  const opened: SafeDir[] = [];
   try {
-    const hashed: Array<{ path: string; sha256: string }> = [];
-    for (const file of files) {
-      const target = join(staging, file.path);
-      mkdirSync(dirname(target), { recursive: true });
-      hashed.push({ path: file.path, sha256: await copyHashed(file.source, sourceDir, `${shownPath}/${file.path}`, target, file.size) });
-    }
-    const contentHash = treeHash(hashed);
-    const dir = join(storeDir, contentHash);
-    const created = !existsSync(dir);
-    if (created) {
-      renameSync(staging, dir);
-      lockDown(dir);
-    } else rmSync(staging, { recursive: true, force: true });
+    const files = plan(source, shownPath, limits, opened);
     const bytes = files.reduce((sum, f) => sum + f.size, 0);
-    return { contentHash, dir, files: files.length, bytes, created };
-  } catch (error) {
-    rmSync(staging, { recursive: true, force: true });
-    throw error;
+    await beforeCopy();
+    const staging = join(storeDir, `.staging-${randomBytes(8).toString('hex')}`);
+    mkdirSync(staging, { recursive: true });
+    try {
+      const hashed: Array<{ path: string; sha256: string }> = [];
+      for (const file of files) {
+        const target = join(staging, file.path);
+        mkdirSync(dirname(target), { recursive: true });
+        hashed.push({ path: file.path, sha256: await copyHashed(file, `${shownPath}/${file.path}`, target) });
+      }
+      const contentHash = treeHash(hashed);
+      const dir = join(storeDir, contentHash);
+      const created = !existsSync(dir);
+      if (created) {
+        renameSync(staging, dir);
+        lockDown(dir);
+      } else rmSync(staging, { recursive: true, force: true });
+      return { contentHash, dir, files: files.length, bytes, created };
+    } catch (error) {
+      rmSync(staging, { recursive: true, force: true });
+      throw error;
+    }
+  } finally {
+    for (const dir of opened) dir.close();
   }
 }
 

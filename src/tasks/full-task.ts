@@ -15,6 +15,22 @@ const gradingBaseTarget = '/opt/a2rl/base';
 const fullSizeFactor = 1.5;
 
 /**
+ * The variables that size a full-tier process's thread pools to `cpus`, the CPUs its job holds. A sandbox shows no
+ * /sys, so the cgroup's CPU quota is invisible and each pool would size itself to every host CPU: on a 64-thread
+ * GPU server the tokenizers' rayon pool alone would exceed a grading's process limit before vLLM starts its own.
+ * OpenMP's and BLAS's are set by every sandbox backend already (per job).
+ */
+export function threadPoolEnv(cpus: number): Record<string, string> {
+  const threads = Math.max(1, Math.ceil(cpus));
+  return {
+    RAYON_NUM_THREADS: String(threads),
+    // Set either way: unset, the tokenizers library warns and may deadlock when vLLM forks after it ran in parallel.
+    TOKENIZERS_PARALLELISM: threads > 1 ? 'true' : 'false',
+    TORCHINDUCTOR_COMPILE_THREADS: String(threads),
+  };
+}
+
+/**
  * Resolves a full-tier task for a run in `home` on base model `modelId` (default: the task's). Refuses, changing
  * nothing, when the runtime is not built (naming scripts/setup.sh) or the assets are missing or changed (naming the
  * `a2rl prepare` command), so a run never starts on data it cannot show or grade.
@@ -61,8 +77,8 @@ export function resolveFullTask(taskId: string, home: string, modelId?: string):
     pythonRuntime: {
       python: `${fullTierRuntimeTarget}/bin/python`,
       mounts: [{ source: runtime, target: fullTierRuntimeTarget, readOnly: true }],
-      // First on PATH, so `python3` in a job or an exec is the pinned environment's.
-      env: { PATH: `${fullTierRuntimeTarget}/bin:/usr/local/bin:/usr/bin:/bin` },
+      // First on PATH, so `python3` in a job or an exec is the pinned environment's; pools sized to a job's largest share.
+      env: { PATH: `${fullTierRuntimeTarget}/bin:/usr/local/bin:/usr/bin:/bin`, ...threadPoolEnv(file.jobs.cpus) },
     },
     // hflm's sampler serves every full task: the task's prompt and reward, and the base model an adapter is merged onto.
     rolloutSampler: ['-m', 'hflm.rollouts', '--task', taskId, '--base', 'models/base'], // jobs start in the workspace

@@ -3,6 +3,7 @@
     from hflm import gsm8k, humaneval, inference, tiny
 
 - inference   generate(model_dir, prompts, GenerationParams) -> texts; transformers or vLLM backend
+- gpu         the GPUs a process was given, counted without a CUDA context; why they cannot be used; the probe
 - model_dir   check_model_dir: what a loadable model folder is (safetensors, no pickles, no remote code)
 - submission  inspect / materialise: a submitted full model or LoRA adapter, checked against the base, made
               into the full model folder that grading loads (adapters merged); `python -m hflm.submission`
@@ -17,3 +18,9 @@
 Runs in .venv-full (tasks/hflm/requirements.txt, built by scripts/setup.sh). Importing a module loads
 torch and transformers only when a function needs them, so graders can read completions without them.
 """
+
+import os
+
+# Before anything loads torch: torch.cuda.is_available() and device_count() then ask NVML instead of initialising
+# CUDA, which would make vLLM's forked engine workers fail ("Cannot re-initialize CUDA in forked subprocess").
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")

@@ -89,18 +89,22 @@ GSM8K_COLUMNS = ("question", "answer")
 HUMANEVAL_COLUMNS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
 HUMANEVAL = Source("openai/openai_humaneval", "openai_humaneval", "test", "openai_humaneval/test-*.parquet", HUMANEVAL_COLUMNS, "task_id")
 
+# The model the reference harness runs its static tasks with (RD-Agent autorl_bench's README: GSM8K on the base model
+# Qwen/Qwen2.5-1.5B, the model its --model example names); ALFWorld, not built here, it runs on the Instruct model.
+REFERENCE_MODEL = "Qwen/Qwen2.5-1.5B"
+
 TASKS = {
     "gsm8k": TaskAssets(
         visible=Source("openai/gsm8k", "main", "train", "main/train-*.parquet", GSM8K_COLUMNS, "question"),
         hidden=Source("openai/gsm8k", "main", "test", "main/test-*.parquet", GSM8K_COLUMNS, "question"),
-        default_model="Qwen/Qwen2.5-1.5B-Instruct",
+        default_model=REFERENCE_MODEL,
         visible_rows=slice(None),
         hidden_rows=slice(None),
     ),
     "humaneval": TaskAssets(
         visible=HUMANEVAL,
         hidden=HUMANEVAL,
-        default_model="Qwen/Qwen2.5-1.5B-Instruct",
+        default_model=REFERENCE_MODEL,
         visible_rows=slice(None, HUMANEVAL_VISIBLE),
         hidden_rows=slice(HUMANEVAL_VISIBLE, None),
     ),
@@ -111,7 +115,7 @@ TASKS = {
             "tatsu-lab/alpaca_eval", "alpaca_eval_gpt4_baseline", "eval", "alpaca_eval_gpt4_baseline.json",
             ("instruction", "output", "generator", "dataset"), "instruction",
         ),
-        default_model="Qwen/Qwen2.5-1.5B-Instruct",
+        default_model=REFERENCE_MODEL,
         visible_rows=slice(None, ALPACA_VISIBLE),
         hidden_rows=slice(None),
         length_control="df_gamed.csv",

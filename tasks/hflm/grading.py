@@ -3,7 +3,8 @@
     from hflm import grading      # first, before anything loads torch: it pins the CPU thread pools
     args = grading.parse(__doc__, "where to write the scores (JSON)")
     model_dir = grading.open_submission(args, "grading")     # None: refused, said on stderr; exit 2
-    rows = grading.read_split(args.eval_dir, "public")
+    splits = {split: grading.read_split(args.eval_dir, split) for split in grading.SPLITS}
+    outputs = grading.per_split(splits, complete)   # complete(rows) called once: one vLLM engine per grading
 
 The server runs `grader/<entry> --checkpoint DIR --base DIR --base-id ORG/NAME --eval-dir DIR --out FILE`
 (src/grading/grader.ts with the task's gradingInputs). The checkpoint is a full model or a LoRA adapter of the
@@ -14,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 # One thread in every CPU pool before torch loads: the CPU backend's results then do not depend on the
 # machine's core count (on a GPU, vLLM's kernels decide).
@@ -50,9 +52,27 @@ def open_submission(args, doing):
     torch.set_num_threads(1)
     model_dir = os.path.join(os.path.dirname(os.path.abspath(args.out)), "graded-model")
     try:
-        inspection = materialise(args.checkpoint, args.base, model_dir, args.base_id)
+        # The sandbox keeps the checkpoint mounted, read-only, for the whole grading: a full model is linked, not copied.
+        inspection = materialise(args.checkpoint, args.base, model_dir, args.base_id, link_weights=True)
     except SubmissionError as e:
         print(f"invalid checkpoint: [{e.code}] {e}", file=sys.stderr)
         return None
     print(f"{doing} a {inspection.kind} submission ({', '.join(inspection.notes) or 'as submitted'})", file=sys.stderr)
     return model_dir
+
+
+def per_split(rows_by_split, complete):
+    """complete(rows) -> one output per row, called once on the rows of every split together (one vLLM engine per
+    grading: a second engine costs its start-up and CUDA graphs again, and beside a live one can run out of memory);
+    returns {split: its rows' outputs}, in order."""
+    everything = [row for rows in rows_by_split.values() for row in rows]
+    start = time.time()
+    outputs = complete(everything)
+    if len(outputs) != len(everything):
+        raise ValueError(f"complete returned {len(outputs)} outputs for {len(everything)} rows")
+    print(f"{len(everything)} outputs ({', '.join(f'{s} {len(r)}' for s, r in rows_by_split.items())}) in "
+          f"{time.time() - start:.1f}s", file=sys.stderr, flush=True)
+    by_split, first = {}, 0
+    for split, rows in rows_by_split.items():
+        by_split[split], first = outputs[first : first + len(rows)], first + len(rows)
+    return by_split

@@ -18,17 +18,25 @@ The semantics are those of the reference (OpenCompass's VLLMwithChatTemplate on 
   generation_config.json), or at a stop string. The text is decoded without special tokens and cut
   before the first occurrence of any stop string, which is not kept.
 
-Backends (BACKENDS): "vllm" when CUDA is visible and vllm imports, else "transformers".
-- transformers: batches of prompts of similar length, left-padded; CUDA (bfloat16) or CPU (float32;
-  set torch.set_num_threads yourself, as with microlm).
-- vllm: vLLM's documented LLM / SamplingParams API, bfloat16, tensor parallel over the largest power
-  of 2 of the visible GPUs (as the reference loads and sizes it). Written against the docs; CI checks
-  its calls against a stand-in module only, since no GPU is there: run it on a GPU host (issue 17's
-  GPU check) before trusting it.
+Backends (BACKENDS), picked by default_backend():
+- vllm when a GPU can be used here and vLLM is installed; transformers on CUDA when a GPU can be used without
+  vLLM; transformers on CPU when none can and none was requested. When the server gave the process GPUs
+  (A2RL_REQUIRE_GPU=1) and they cannot be used, or vLLM is installed but does not load, it raises
+  hflm.gpu.GpuUnavailable with the reason: never a silent fallback to CPU, where a full grading cannot finish.
+- transformers: batches of prompts of similar length, left-padded; CUDA (bfloat16 where the GPU has it, else
+  float16) or CPU (float32; set torch.set_num_threads yourself, as with microlm).
+- vllm: vLLM's documented LLM / SamplingParams API, one engine per call (so a caller with several prompt sets
+  passes them together), shut down before returning; dtype from the GPUs' compute capability (hflm.gpu.dtype_for);
+  tensor parallel over the largest power of 2 of the visible GPUs that divides the model's attention heads.
+  Written against vLLM's source; CI checks its calls against a stand-in module only, since no GPU is there:
+  bench/gpu-check.sh runs it on a GPU host.
 """
 
 import dataclasses
+import json
+import os
 
+from . import gpu
 from .model_dir import check_model_dir
 
 
@@ -78,24 +86,35 @@ def generate(model_dir, prompts, params=None, backend=None, batch_size=16):
 
 
 def default_backend():
-    """vllm when CUDA is visible and vllm imports (only tried then: importing it takes seconds), else transformers."""
-    import torch
-
-    if torch.cuda.is_available():
-        try:
-            import vllm  # noqa: F401
-        except ImportError:
-            return "transformers"
-        return "vllm"
-    return "transformers"
+    """vllm, or transformers on CUDA or CPU, as the module docstring says; raises gpu.GpuUnavailable with the reason
+    when GPUs were requested and cannot be used, or when vLLM is installed and broken. Loads no CUDA context."""
+    reason = gpu.unusable_reason()
+    if reason:
+        if gpu.requested():
+            raise gpu.GpuUnavailable(f"this job was given GPUs but cannot use them, and will not fall back to CPU: {reason}")
+        return "transformers"
+    return "transformers" if gpu.load_vllm() is None else "vllm"
 
 
-def tensor_parallel_size(gpus):
-    """The largest power of 2 that is <= gpus (1 without GPUs), as the reference sizes vLLM's tensor parallelism."""
+def tensor_parallel_size(gpus, heads=None, kv_heads=None):
+    """The largest power of 2 that is <= gpus (1 without GPUs), as the reference sizes vLLM's tensor parallelism,
+    lowered until it divides the model's attention heads (and its key/value heads divide it or it them), which vLLM
+    requires: Qwen2.5-1.5B's 12 heads take 4 of 8 GPUs, not 8."""
     size = 1
     while size * 2 <= gpus:
         size *= 2
+    while size > 1 and heads is not None and (heads % size or (kv_heads and kv_heads % size and size % kv_heads)):
+        size //= 2
     return size
+
+
+def attention_heads(model_dir):
+    """(num_attention_heads, num_key_value_heads) from the model's config.json; either is None when it is absent."""
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config = config.get("text_config", config)  # multimodal configs keep the language model's in text_config
+    heads = config.get("num_attention_heads")
+    return heads, config.get("num_key_value_heads", heads)
 
 
 def cut_at_stop(text, stop):
@@ -142,9 +161,9 @@ def _transformers_backend(model_dir, prompts, params, batch_size):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    cuda = torch.cuda.is_available()
+    cuda = gpu.unusable_reason() is None
     device = "cuda" if cuda else "cpu"
-    dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
+    dtype = getattr(torch, gpu.dtype_for(gpu.capabilities())) if cuda else torch.float32
     tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, use_safetensors=True, trust_remote_code=False)
     model.to(device).eval()
@@ -189,24 +208,29 @@ def _until_end(token_ids, eos):
 
 
 def _vllm_backend(model_dir, prompts, params, batch_size):
-    # Untested here (no GPU in CI): vLLM's documented API, LLM(...).generate(TokensPrompt list, SamplingParams).
+    # Untested here (no GPU in CI): vLLM's API, LLM(...).generate(TokensPrompt list, SamplingParams).
     import torch
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
     encoded = prompt_token_ids(tokenizer, prompts, params.chat_template)
-    # bfloat16, as the reference loads every model.
-    llm = LLM(model=model_dir, tensor_parallel_size=tensor_parallel_size(torch.cuda.device_count()),
-              dtype="bfloat16", trust_remote_code=False, seed=params.seed)
-    sampled = params.temperature > 0
-    per_prompt = params.n if sampled else 1  # greedy: one decode, copied n times, as the transformers backend does
-    sampling = SamplingParams(
-        n=per_prompt, temperature=params.temperature, top_p=params.top_p if sampled else 1.0,
-        max_tokens=params.max_new_tokens, stop=list(params.stop), stop_token_ids=end_token_ids(tokenizer, model_dir),
-        seed=params.seed, skip_special_tokens=True,
-    )
-    outputs = llm.generate([{"prompt_token_ids": ids} for ids in encoded], sampling)
+    heads, kv_heads = attention_heads(model_dir)
+    llm = LLM(model=model_dir, tensor_parallel_size=tensor_parallel_size(torch.cuda.device_count(), heads, kv_heads),
+              dtype=gpu.dtype_for(gpu.capabilities()), trust_remote_code=False, seed=params.seed)
+    try:
+        sampled = params.temperature > 0
+        per_prompt = params.n if sampled else 1  # greedy: one decode, copied n times, as the transformers backend does
+        sampling = SamplingParams(
+            n=per_prompt, temperature=params.temperature, top_p=params.top_p if sampled else 1.0,
+            max_tokens=params.max_new_tokens, stop=list(params.stop), stop_token_ids=end_token_ids(tokenizer, model_dir),
+            seed=params.seed, skip_special_tokens=True,
+        )
+        outputs = llm.generate([{"prompt_token_ids": ids} for ids in encoded], sampling)
+    finally:
+        # The engine's worker processes hold the GPU's memory until they are stopped; a second engine in the same
+        # process beside a live one is a known source of out-of-memory failures.
+        llm.llm_engine.engine_core.shutdown()
     # vLLM already cuts at stop strings and excludes them; cut_at_stop keeps both backends identical.
     return [cut_at_stop(o.text, params.stop) for request in outputs for o in request.outputs for _ in range(params.n // per_prompt)]
 

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from . import alpacaeval, gsm8k, humaneval
+from . import alpacaeval, gpu, gsm8k, humaneval
 from .inference import GenerationParams, default_backend, generate
 from .model_dir import ModelFolderError, check_model_dir
 from .submission import SubmissionError, inspect, materialise
@@ -196,7 +196,10 @@ def main(argv=None):
 
 def sample(args, rows, indices, model_dir):
     make_prompt = TASKS[args.task].messages
-    backend = default_backend()
+    try:
+        backend = default_backend()
+    except gpu.GpuUnavailable as e:  # given GPUs it cannot use: said, never sampled on CPU instead
+        fail(str(e))
     # The transformers backend loads the model per call, which costs little beside CPU decoding, so each
     # group is its own call and is written when done; a vLLM engine takes long to start, so it gets all groups at once.
     per_call = len(indices) if backend == "vllm" else 1

@@ -371,12 +371,15 @@ def inspect(folder, base_dir, base_id=None):
     return Inspection(kind, names, size, cap, tokenizer, notes, repairs, adapter_base)
 
 
-def materialise(folder, base_dir, out_dir, base_id=None):
+def materialise(folder, base_dir, out_dir, base_id=None, link_weights=False):
     """Write the full model folder that grading loads to out_dir (which must not exist); returns the Inspection.
 
-    A full model is copied file by file, an adapter merged onto the base; the tokenizer files are the
-    submission's or, without them, the base's; then tokenizer_config.json is repaired. Everything is
-    written to a sibling folder renamed into place at the end, so a refusal or a crash leaves no out_dir.
+    A full model is copied file by file (with link_weights, its weight and config files are symbolic links to
+    folder's instead: for a caller that keeps folder in place, unchanged, while out_dir is read, as the grading
+    sandbox keeps its read-only checkpoint, so a 1.5B model's baseline copies no 3 GB first), an adapter merged
+    onto the base; the tokenizer files are the submission's or, without them, the base's; then
+    tokenizer_config.json is repaired. Everything is written to a sibling folder renamed into place at the end,
+    so a refusal or a crash leaves no out_dir.
     The same submission and base give the same files.
     """
     if os.path.lexists(out_dir):
@@ -386,7 +389,11 @@ def materialise(folder, base_dir, out_dir, base_id=None):
         if inspection.kind == "full":
             for name in inspection.files:
                 if name not in TOKENIZER_FILES:
-                    shutil.copyfile(os.path.join(folder, name), os.path.join(partial, name))
+                    source = os.path.abspath(os.path.join(folder, name))
+                    if link_weights:
+                        os.symlink(source, os.path.join(partial, name))
+                    else:
+                        shutil.copyfile(source, os.path.join(partial, name))
         else:
             merge_adapter(folder, base_dir, partial)
         if inspection.tokenizer == "submission":

@@ -253,3 +253,43 @@ function answerGemini(res: ServerResponse, path: string, calls: Call[], text: st
     res.end(JSON.stringify(chunk));
   }
 }
+
+/** Each provider's error body for a status: what its API answers a refused key (401) or an overload (503). */
+function errorBody(provider: Provider, status: 401 | 503): unknown {
+  const message = status === 401 ? 'invalid x-api-key' : 'the model is overloaded';
+  if (provider === 'anthropic')
+    return { type: 'error', error: { type: status === 401 ? 'authentication_error' : 'overloaded_error', message } };
+  if (provider === 'openai')
+    return {
+      error: { message, type: status === 401 ? 'invalid_request_error' : 'server_error', code: status === 401 ? 'invalid_api_key' : null },
+    };
+  return { error: { code: status, message, status: status === 401 ? 'UNAUTHENTICATED' : 'UNAVAILABLE' } };
+}
+
+/**
+ * A model API that is down for the whole run: every request to any of the three providers'
+ * endpoints gets `status` with that provider's error body. Counts the requests it refused.
+ */
+export async function startFailingModelApi(status: 401 | 503) {
+  let refused = 0;
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const path = req.url ?? '';
+      const provider: Provider = path.startsWith('/v1/messages') ? 'anthropic' : path.startsWith('/v1/responses') ? 'openai' : 'gemini';
+      refused++;
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(errorBody(provider, status)));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    refused: () => refused,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -110,9 +110,10 @@ describe.each(backends)('crash recovery: SIGKILL the HTTP server, restart, recon
   it('during grading: no event lost, no grader left, the grading is re-queued and scores the same', async () => {
     await makeCheckpoint(client, 'output/crash', 1.03);
     const submitted = await tracked('submit_artifact', { path: 'output/crash' });
-    const id = Number(String(submitted.structured.submission_id).replace('sub-', ''));
-    for (let i = 0; i < 600 && withStore(home, (store) => store.getSubmission(id)!.state) !== 'grading'; i++) await sleep(100);
-    expect(withStore(home, (store) => store.getSubmission(id)!.state)).toBe('grading');
+    const seq = Number(String(submitted.structured.submission_id).replace('sub-', ''));
+    const state = () => withStore(home, (store) => store.getSubmissionBySeq(run.run_id, seq)!.state);
+    for (let i = 0; i < 600 && state() !== 'grading'; i++) await sleep(100);
+    expect(state()).toBe('grading');
     await sleep(500);
     const tree = await crashAndRestart('HTTP server during grading');
     expect(tree.length).toBeGreaterThan(0);
@@ -206,7 +207,7 @@ describe.each(backends)('crash recovery: SIGKILL the stdio server during trainin
       expect(lost).toBe(0);
       withStore(home, (store) => {
         expect(store.getRun(runId)).toMatchObject({ state: 'ended', end_reason: 'the server stopped before the run ended' });
-        expect(store.getJob(Number(started.structured.job_id.replace('job-', '')))).toMatchObject({ state: 'lost' });
+        expect(store.getJobBySeq(runId, Number(started.structured.job_id.replace('job-', '')))).toMatchObject({ state: 'lost' });
       });
     } finally {
       await next.client.close();

@@ -137,7 +137,7 @@ describe.each(backends)('red team, forging results (%s)', (backend) => {
 
   /** The full content hash of a submission, from the store. */
   async function fullHash(submissionId: string): Promise<string | undefined> {
-    const { submissions } = JSON.parse(scoresNow()) as { submissions: Array<{ id: number; content_hash: string }> };
-    return submissions.find((s) => `sub-${s.id}` === submissionId)?.content_hash;
+    const { submissions } = JSON.parse(scoresNow()) as { submissions: Array<{ seq: number; content_hash: string }> };
+    return submissions.find((s) => `sub-${s.seq}` === submissionId)?.content_hash;
   }
 });

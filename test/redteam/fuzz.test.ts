@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { lstatSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packageRoot } from '../../src/util/paths.js';
 import { tools } from '../../tools/index.js';
 import { call, type CallResult } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/sandbox.js';
@@ -166,7 +167,7 @@ describe.each(backends)('fuzzed tool inputs (%s)', (backend) => {
     for (let i = 0; i < 200; i++) {
       const running = withStore(home, (s) => s.listJobs(runId).filter((job) => job.state === 'running'));
       if (running.length === 0) return;
-      if (i === 100) for (const job of running) await call(client, 'cancel_job', { job_id: `job-${job.id}` });
+      if (i === 100) for (const job of running) await call(client, 'cancel_job', { job_id: `job-${job.seq}` });
       await sleep(100);
     }
     throw new Error('jobs started by fuzzed calls did not end');
@@ -210,6 +211,9 @@ describe.each(backends)('fuzzed tool inputs (%s)', (backend) => {
           const started = Date.now();
           const result: CallResult = await call(client, toolName, args);
           const elapsed = Date.now() - started;
+          // No answer, refusal or not, tells the agent where the server keeps the store, other runs or the package.
+          expect(result.text).not.toContain(home);
+          expect(result.text).not.toContain(packageRoot);
           expect(elapsed, JSON.stringify(args).slice(0, 200)).toBeLessThan(hangMs + requestedWaitMs(toolName, args));
           if (result.isError) {
             refused++;

@@ -78,7 +78,7 @@ export function recordedScores(home: string): string {
       grades: store.db
         .prepare('SELECT task_id, grader_version, content_hash, public_score, private_score FROM grades ORDER BY content_hash')
         .all(),
-      submissions: store.db.prepare('SELECT id, run_id, content_hash, state FROM submissions ORDER BY id').all(),
+      submissions: store.db.prepare('SELECT id, run_id, seq, content_hash, state FROM submissions ORDER BY id').all(),
     }),
   );
 }

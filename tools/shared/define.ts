@@ -2,7 +2,8 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { CallToolResult, ServerNotification, ServerRequest, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { isA2rlError } from '../../src/util/errors.js';
+import { type HostPathView, inAgentView, isA2rlError } from '../../src/util/errors.js';
+import { packageRoot } from '../../src/util/paths.js';
 import type { Run } from '../../src/core/run.js';
 
 export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -75,14 +76,21 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(definit
               structuredContent: structured,
             };
           } catch (error) {
-            if (isA2rlError(error)) return { isError: true, content: [{ type: 'text', text: `[${error.code}] ${error.message}` }] };
+            const views = hostPathViews(run);
+            if (isA2rlError(error)) {
+              return { isError: true, content: [{ type: 'text', text: `[${error.code}] ${inAgentView(error.message, views)}` }] };
+            }
             run.logger.error({ err: error, tool: definition.name, run: run.id }, 'tool failed');
+            // Only a tool that changes nothing can say so: another may have failed half way.
+            const after = definition.annotations.readOnlyHint
+              ? 'Nothing was changed; try again'
+              : 'Part of it may have been done: look at what it would have changed (list_files, job_status, get_score) before trying again';
             return {
               isError: true,
               content: [
                 {
                   type: 'text',
-                  text: `[INTERNAL] ${definition.name} failed inside the server: ${String(error)}. Nothing was changed; try again, and report it if it persists.`,
+                  text: `[INTERNAL] ${definition.name} failed inside the server: ${inAgentView(String(error), views)}. ${after}, and report it if it persists.`,
                 },
               ],
             };
@@ -91,6 +99,15 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(definit
       );
     },
   };
+}
+
+/** The host folders an error message may name, as the run's agent sees them: its workspace and mounts, or nothing. */
+function hostPathViews(run: Run): HostPathView[] {
+  return [
+    ...run.workspace.sandboxMounts().map((mount) => ({ host: mount.source, agent: mount.target })),
+    { host: run.home },
+    { host: packageRoot },
+  ];
 }
 
 /** Sends a progress notification when the client asked for them (gave a progress token). */

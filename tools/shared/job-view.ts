@@ -26,12 +26,13 @@ export const jobViewSchema = z.object({
 /** A job as tools show it; null fields are left out of the answer. */
 export type JobView = WithNulls<z.infer<typeof jobViewSchema>>;
 
-export const jobId = (id: number) => `job-${id}`;
+/** The id the agent knows a job by: its number in the run (the store's own id would tell of other runs). */
+export const jobId = (job: JobRow) => `job-${job.seq}`;
 
 export function viewJob(run: Run, job: JobRow): JobView {
   const end = job.ended_at ?? Date.now();
   return {
-    job_id: jobId(job.id),
+    job_id: jobId(job),
     kind: job.kind,
     command: job.command,
     state: job.state,
@@ -46,7 +47,7 @@ export function viewJob(run: Run, job: JobRow): JobView {
   };
 }
 
-/** Finds one of this run's agent jobs by id (`job-3` or `3`). */
+/** Finds one of this run's agent jobs by the id the agent knows (`job-3` or `3`). */
 export function findJob(run: Run, text: string): JobRow {
   const match = /^(?:job-)?(\d+)$/.exec(text.trim());
   const job = match ? run.agentJob(Number(match[1])) : undefined;
@@ -69,7 +70,7 @@ export async function waitForJob(run: Run, job: JobRow, seconds: number, extra: 
   let current = job;
   while (!isFinished(current) && Date.now() < deadline && !extra.signal.aborted) {
     const elapsed = Math.round((Date.now() - current.created_at) / 1000);
-    await reportProgress(extra, elapsed, undefined, `${jobId(job.id)} ${current.state} after ${elapsed}s: ${lastLine(current.log_path)}`);
+    await reportProgress(extra, elapsed, undefined, `${jobId(job)} ${current.state} after ${elapsed}s: ${lastLine(current.log_path)}`);
     current = await run.waitForJob(job.id, Math.min(5000, deadline - Date.now()));
   }
   return current;

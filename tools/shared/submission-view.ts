@@ -21,7 +21,8 @@ export interface SubmissionView {
 export function viewSubmission(run: Run, row: SubmissionRow): SubmissionView {
   const grade = row.state === 'graded' ? run.cachedGrade(row.content_hash) : undefined;
   return {
-    submission_id: submissionId(row.id),
+    // Its number in the run: the store's own id would tell of other runs.
+    submission_id: submissionId(row.seq),
     path: row.path,
     note: row.note,
     state: row.state,

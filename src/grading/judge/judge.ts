@@ -24,6 +24,18 @@ export interface Judge {
   readonly kind: 'rubric' | 'llm';
   /** One preference per query, in order. */
   prefer(task: Task, queries: PairwiseQuery[]): Promise<Preference[]>;
+  /**
+   * AlpacaEval's annotation of each item, as alpaca_eval's preference (1 the reference is better, 2 the model's, null
+   * unparsed): what a full-tier judged task is scored from. Judges without it grade micro tasks only.
+   */
+  annotate?(items: AnnotationItem[]): Promise<Array<number | null>>;
+}
+
+/** One instruction for an AlpacaEval annotator: the reference output (alpaca_eval's baseline) and the model's. */
+export interface AnnotationItem {
+  instruction: string;
+  reference: string;
+  response: string;
 }
 
 export interface JudgedItem {

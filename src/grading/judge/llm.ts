@@ -4,7 +4,14 @@ import { z } from 'zod';
 import { A2rlError } from '../../util/errors.js';
 import { sha256 } from '../../util/hashing.js';
 import type { Store } from '../../store/store.js';
-import type { Judge, PairwiseQuery, Preference } from './judge.js';
+import {
+  alpacaEvalAnnotatorNames,
+  alpacaEvalAnnotators,
+  type AlpacaEvalAnnotatorName,
+  annotationRequest,
+  type ChatChoice,
+} from './alpaca-eval-annotators.js';
+import type { AnnotationItem, Judge, PairwiseQuery, Preference } from './judge.js';
 
 export interface LlmJudgeOptions {
   /** Base URL of an OpenAI-compatible API, e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1. */
@@ -17,10 +24,19 @@ export interface LlmJudgeOptions {
   maxAttempts?: number;
   firstBackoffMs?: number;
   requestTimeoutMs?: number;
+  /**
+   * How the full tier's AlpacaEval instructions are annotated (alpaca-eval-annotators.ts): the reference harness's
+   * `alpaca_eval_gpt5_2_fn` (the default) or AlpacaEval 2.0's `weighted_alpaca_eval_gpt4_turbo`. Micro tasks are
+   * judged with the pairwise prompt below whatever this says.
+   */
+  annotator?: AlpacaEvalAnnotatorName;
 }
 
+/** The full tier's annotator when none is named: the reference harness's. */
+export const defaultAnnotator: AlpacaEvalAnnotatorName = 'alpaca_eval_gpt5_2_fn';
+
 const responseSchema = z.object({
-  choices: z.array(z.object({ message: z.object({ content: z.string().nullable() }) })).min(1),
+  choices: z.array(z.object({ message: z.object({ content: z.string().nullable().optional() }).passthrough() }).passthrough()).min(1),
 });
 
 const systemPrompt =
@@ -56,20 +72,55 @@ class RetryableError extends Error {
 export class LlmJudge implements Judge {
   readonly id: string;
   readonly kind = 'llm';
+  readonly annotator: AlpacaEvalAnnotatorName;
   private readonly limit: ReturnType<typeof pLimit>;
 
   constructor(
     private readonly store: Store,
     private readonly options: LlmJudgeOptions,
   ) {
-    this.id = `llm:${options.model}@${new URL(options.baseUrl).host}`;
+    this.annotator = options.annotator ?? defaultAnnotator;
+    if (!alpacaEvalAnnotatorNames.includes(this.annotator)) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        `No AlpacaEval annotator "${this.annotator}"; use one of: ${alpacaEvalAnnotatorNames.join(', ')}.`,
+      );
+    }
+    // An annotator other than the default is part of the judge's name, so grades by different protocols never mix.
+    const protocol = this.annotator === defaultAnnotator ? '' : `/${this.annotator}`;
+    this.id = `llm:${options.model}@${new URL(options.baseUrl).host}${protocol}`;
     this.limit = pLimit(options.concurrency ?? 4);
   }
 
   async prefer(_task: unknown, queries: PairwiseQuery[]): Promise<Preference[]> {
+    return this.all(queries, (query, givenUp) => this.preferOne(query, givenUp));
+  }
+
+  /**
+   * alpaca_eval's preference for each item (1 the reference is better, 2 the model's; null when the answer cannot be
+   * parsed, which alpaca_eval leaves out), by this judge's annotator, one request per item in alpaca_eval's order of
+   * the two outputs. Not cached: the store's judgement cache holds pairwise verdicts only.
+   */
+  async annotate(items: AnnotationItem[]): Promise<Array<number | null>> {
+    const annotator = alpacaEvalAnnotators[this.annotator];
+    return this.all(items, (item, givenUp) => {
+      const { messages, read } = annotationRequest(annotator, item);
+      return this.requestWithRetries({ ...annotator.request, messages }, read, givenUp);
+    });
+  }
+
+  /** Runs one request per input, at most `concurrency` at once; the first that fails drops the others. */
+  private async all<I, O>(inputs: I[], one: (input: I, givenUp: AbortSignal) => Promise<O>): Promise<O[]> {
     const givenUp = new AbortController();
     try {
-      return await Promise.all(queries.map((query) => this.limit(() => this.preferOne(query, givenUp.signal))));
+      return await Promise.all(
+        inputs.map((input) =>
+          this.limit(() => {
+            givenUp.signal.throwIfAborted();
+            return one(input, givenUp.signal);
+          }),
+        ),
+      );
     } catch (error) {
       givenUp.abort(error);
       throw error;
@@ -77,22 +128,27 @@ export class LlmJudge implements Judge {
   }
 
   private async preferOne(query: PairwiseQuery, givenUp: AbortSignal): Promise<Preference> {
-    givenUp.throwIfAborted();
     const prompt = judgePrompt(query);
     const key = sha256(JSON.stringify([this.id, systemPrompt, prompt]));
     const cached = this.store.getJudgement(key);
     if (cached) return cached;
-    const preference = await this.requestWithRetries(prompt, givenUp);
+    const messages = [
+      { role: 'system', content: systemPrompt },
+      { role: 'user', content: prompt },
+    ];
+    // No token limit: reasoning models refuse max_tokens, and their reasoning counts against max_completion_tokens.
+    const preference = await this.requestWithRetries({ temperature: 0, messages }, readPreference, givenUp);
     this.store.putJudgement(key, this.id, preference);
     return preference;
   }
 
-  private async requestWithRetries(prompt: string, givenUp: AbortSignal): Promise<Preference> {
+  /** One chat completion, read by `read` (which throws RetryableError for an answer worth asking again), with retries. */
+  private async requestWithRetries<T>(body: Record<string, unknown>, read: (choice: ChatChoice) => T, givenUp: AbortSignal): Promise<T> {
     const attempts = this.options.maxAttempts ?? 4;
     let wait = this.options.firstBackoffMs ?? 1000;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.request(prompt, givenUp);
+        return read(await this.request(body, givenUp));
       } catch (error) {
         givenUp.throwIfAborted();
         if (!(error instanceof RetryableError) || attempt >= attempts) {
@@ -110,21 +166,13 @@ export class LlmJudge implements Judge {
     }
   }
 
-  private async request(prompt: string, givenUp: AbortSignal): Promise<Preference> {
+  private async request(body: Record<string, unknown>, givenUp: AbortSignal): Promise<ChatChoice> {
     let response: Response;
     try {
       response = await fetch(`${this.options.baseUrl.replace(/\/+$/, '')}/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}) },
-        body: JSON.stringify({
-          model: this.options.model,
-          temperature: 0,
-          max_tokens: 4,
-          messages: [
-            { role: 'system', content: systemPrompt },
-            { role: 'user', content: prompt },
-          ],
-        }),
+        body: JSON.stringify({ model: this.options.model, ...body }),
         signal: AbortSignal.any([givenUp, AbortSignal.timeout(this.options.requestTimeoutMs ?? 60_000)]),
       });
     } catch (error) {
@@ -135,11 +183,16 @@ export class LlmJudge implements Judge {
       throw new RetryableError(`HTTP ${response.status}`, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : undefined);
     }
     if (!response.ok) throw new Error(`HTTP ${response.status}: ${(await response.text()).slice(0, 200)}`);
-    const body = responseSchema.safeParse(await response.json().catch(() => undefined));
-    if (!body.success) throw new RetryableError('the response is not a chat completion');
-    const preference = parsePreference(body.data.choices[0]!.message.content ?? '');
-    if (!preference)
-      throw new RetryableError(`the judge answered "${(body.data.choices[0]!.message.content ?? '').slice(0, 40)}", not A, B or TIE`);
-    return preference;
+    const parsed = responseSchema.safeParse(await response.json().catch(() => undefined));
+    if (!parsed.success) throw new RetryableError('the response is not a chat completion');
+    return parsed.data.choices[0] as ChatChoice;
   }
+}
+
+/** The pairwise verdict in a choice's text; an answer that is not one is asked again. */
+function readPreference(choice: ChatChoice): Preference {
+  const content = choice.message?.content ?? '';
+  const preference = parsePreference(content);
+  if (!preference) throw new RetryableError(`the judge answered "${content.slice(0, 40)}", not A, B or TIE`);
+  return preference;
 }

@@ -18,7 +18,6 @@ each response with its reference and scores each half by AlpacaEval 2.0's length
 import json
 import os
 import sys
-import time
 
 from hflm import grading  # first: it pins the thread pools before torch loads
 from hflm import alpacaeval
@@ -44,16 +43,13 @@ def main(argv=None):
     if model_dir is None:
         return 2
 
-    lines = []
-    for split, rows in splits.items():
-        start = time.time()
-        responses = alpacaeval.respond(model_dir, [row["instruction"] for row in rows])
-        lines += [
-            {"id": f"{split}-{i}", "split": split, "instruction": row["instruction"], "constraints": None,
-             "reference": row["output"], "response": response, "instruction_difficulty": row["instruction_difficulty"]}
-            for i, (row, response) in enumerate(zip(rows, responses))
-        ]
-        print(f"{split}: {len(rows)} responses in {time.time() - start:.1f}s", file=sys.stderr, flush=True)
+    responses = grading.per_split(splits, lambda rows: alpacaeval.respond(model_dir, [row["instruction"] for row in rows]))
+    lines = [
+        {"id": f"{split}-{i}", "split": split, "instruction": row["instruction"], "constraints": None,
+         "reference": row["output"], "response": response, "instruction_difficulty": row["instruction_difficulty"]}
+        for split, rows in splits.items()
+        for i, (row, response) in enumerate(zip(rows, responses[split]))
+    ]
 
     with open(args.out, "w", encoding="utf-8") as f:
         for line in lines:

@@ -5,6 +5,7 @@
 The grader runs as the server runs it: a fresh .venv-full Python with PYTHONPATH holding hflm only.
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = os.path.dirname(HERE)
@@ -20,6 +22,7 @@ sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for fixture_hub
 
 import fixture_hub  # noqa: E402
+import torch  # noqa: E402
 from hflm import assets  # noqa: E402
 
 GRADER = os.path.join(TASK, "grader", "grade.py")
@@ -90,6 +93,40 @@ class GraderTest(unittest.TestCase):
         self.assertEqual(done.returncode, 2, done.stderr)
         self.assertIn("invalid checkpoint: [pickled_weights]", done.stderr)
         self.assertIn("safe_serialization=True", done.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out_dir, "result.json")))
+
+
+    def test_both_halves_are_decoded_by_one_generate_call(self):
+        # One call is one vLLM engine on a GPU: a second costs its start-up again and can run out of memory beside the first.
+        from hflm import inference
+
+        spec = importlib.util.spec_from_file_location("gsm8k_grade", GRADER)
+        grader = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(grader)
+        calls = []
+        decode = inference.BACKENDS["transformers"]
+
+        def counted(model_dir, prompts, params, batch_size):
+            calls.append(len(prompts))
+            return decode(model_dir, prompts, params, batch_size)
+
+        out_dir = self.scratch()
+        out = os.path.join(out_dir, "result.json")
+        argv = ["--checkpoint", base_dir(), "--base", base_dir(), "--eval-dir", os.path.join(HOME, "assets", "gsm8k", "eval"),
+                "--out", out]
+        with mock.patch.dict(inference.BACKENDS, {"transformers": counted}):
+            self.assertEqual(grader.main(argv), 0)
+        self.assertEqual(calls, [fixture_hub.COUNTS["gsm8k_test"]])
+
+    @unittest.skipUnless(torch.version.cuda is None, "a CUDA build of torch: this checks a CPU-only runtime")
+    def test_given_gpus_it_cannot_use_it_fails_saying_why_instead_of_grading_on_cpu(self):
+        out_dir = self.scratch()
+        with mock.patch.dict(os.environ, {"A2RL_REQUIRE_GPU": "1"}):
+            done = grade(base_dir(), out_dir)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertRegex(done.stderr.strip().splitlines()[-1],
+                         r"GpuUnavailable: this job was given GPUs but cannot use them, and will not fall back to CPU: "
+                         r".*CPU build; build the GPU runtime on this host: A2RL_FULL_GPU=1 sh scripts/setup.sh")
         self.assertFalse(os.path.exists(os.path.join(out_dir, "result.json")))
 
 

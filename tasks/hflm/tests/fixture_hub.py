@@ -10,6 +10,8 @@ cut is tested: humaneval has the real 164 rows, alpaca 2,003 (its visible split 
 
 Profiles:
 - "default": FIXTURE_MODEL and a handful of gsm8k rows; for tests of the pipeline's form, not of learning.
+- "gpu-check": the default rows and GPU_CHECK_MODEL, a tiny model shaped as vLLM's attention kernels take it
+  (head size 64), for bench/gpu-check.sh's offline mode.
 - "smoke": every task's learnable sources and tiny model, for the CPU smoke profiles (task.json "smoke"): gsm8k's
   here (SMOKE_MODEL), alpacaeval's and humaneval's in fixture_smoke_alpacaeval and fixture_smoke_humaneval. gsm8k's rows a tiny model learns on 2 CPU cores
   within minutes (SMOKE_COUNTS):
@@ -36,7 +38,8 @@ FIXTURE_MODEL = "a2rl-fixture/tiny-qwen2"
 SMOKE_MODEL = "a2rl-fixture/smoke-qwen2"
 COUNTS = {"gsm8k_train": 5, "gsm8k_test": 7, "humaneval": 164, "alpaca": 2003, "alpaca_eval": 9}
 SMOKE_COUNTS = {**COUNTS, "gsm8k_train": 400, "gsm8k_test": 100}
-PROFILES = ("default", "smoke")
+GPU_CHECK_MODEL = "a2rl-fixture/gpu-check-qwen2"
+PROFILES = ("default", "smoke", "gpu-check")
 SMOKE_NAMES = ("Ann", "Ben", "Tom", "Mia", "Sam", "Liz", "Joe", "Eva", "Max", "Zoe")
 SMOKE_ITEMS = ("pens", "cups", "books", "coins", "hats", "cards", "shells", "stamps", "rocks", "keys")
 SMOKE_WORDS = {"five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
@@ -121,6 +124,12 @@ def write(out_dir, counts=None, profile="default"):
         fixture_smoke_humaneval.write(out_dir)
         return out_dir
     texts = [r["question"] + r["answer"] for r in gsm8k_rows("train", 20)]
+    if profile == "gpu-check":
+        # 4 heads of 64 (vLLM's attention backends take head sizes from 32 up); the exemplars in the tokenizer's texts
+        # keep the 4-shot prompt well inside the model's context.
+        texts += [gsm8k.USER_TURN.replace("{question}", q) + "\n" + a for q, a in gsm8k.EXEMPLARS]
+        tiny.build(os.path.join(out_dir, "models", GPU_CHECK_MODEL), texts, seed=0, vocab_size=512, hidden_size=256, layers=2)
+        return out_dir
     tiny.build(os.path.join(out_dir, "models", FIXTURE_MODEL), texts, seed=0, vocab_size=300, hidden_size=32, layers=1)
     return out_dir
 

@@ -258,13 +258,15 @@ class Backends(unittest.TestCase):
         if not torch.cuda.is_available():
             self.assertEqual(default_backend(), "transformers")
 
-    def test_the_vllm_backend_passes_what_vllms_documented_api_takes(self):
+    def test_the_vllm_backend_passes_what_vllms_api_takes_and_shuts_its_one_engine_down(self):
         # No GPU here: a stand-in vllm module records the calls (vLLM itself runs only on a GPU host).
-        calls = {}
+        calls = {"engines": 0, "shutdowns": 0}
 
         class LLM:
             def __init__(self, **kwargs):
-                calls["llm"] = kwargs
+                calls["llm"], calls["engines"] = kwargs, calls["engines"] + 1
+                shutdown = lambda: calls.update(shutdowns=calls["shutdowns"] + 1)  # noqa: E731
+                self.llm_engine = types.SimpleNamespace(engine_core=types.SimpleNamespace(shutdown=shutdown))
 
             def generate(self, prompts, sampling):
                 calls["prompts"], calls["sampling"] = prompts, sampling
@@ -278,11 +280,14 @@ class Backends(unittest.TestCase):
 
         fake = types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams)
         params = GenerationParams(max_new_tokens=7, stop=["\nQuestion:"], n=2)
-        with mock.patch.dict(sys.modules, {"vllm": fake}), mock.patch("torch.cuda.device_count", return_value=3):
+        # 3 GPUs of compute capability 9.0: tensor parallel 2 (a power of 2 dividing the tiny model's 4 heads), bfloat16.
+        with mock.patch.dict(sys.modules, {"vllm": fake}), mock.patch("torch.cuda.device_count", return_value=3), \
+                mock.patch("hflm.gpu.capabilities", return_value=[(9, 0)] * 3):
             texts = generate(MODEL, PROMPTS[:2], params, backend="vllm")
         self.assertEqual(texts, ["0 a", "0 a", "1 a", "1 a"])
         self.assertEqual(calls["llm"], dict(model=MODEL, tensor_parallel_size=2, dtype="bfloat16",
                                             trust_remote_code=False, seed=0))
+        self.assertEqual((calls["engines"], calls["shutdowns"]), (1, 1))
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(MODEL)
@@ -294,8 +299,23 @@ class Backends(unittest.TestCase):
             stop_token_ids=[tokenizer.eos_token_id], seed=0, skip_special_tokens=True,
         ))
 
-    def test_tensor_parallel_is_the_largest_power_of_2_of_the_gpus(self):
+        # A pre-Ampere GPU (compute capability 7.5) has no bfloat16: float16; and a failed generate still shuts down.
+        def fail(self, prompts, sampling):
+            raise RuntimeError("CUDA out of memory")
+
+        with mock.patch.dict(sys.modules, {"vllm": fake}), mock.patch("torch.cuda.device_count", return_value=1), \
+                mock.patch("hflm.gpu.capabilities", return_value=[(7, 5)]), mock.patch.object(LLM, "generate", fail):
+            with self.assertRaisesRegex(RuntimeError, "out of memory"):
+                generate(MODEL, PROMPTS[:1], params, backend="vllm")
+        self.assertEqual(calls["llm"]["dtype"], "float16")
+        self.assertEqual((calls["engines"], calls["shutdowns"]), (2, 2))
+
+    def test_tensor_parallel_is_the_largest_power_of_2_of_the_gpus_that_divides_the_heads(self):
         self.assertEqual([tensor_parallel_size(g) for g in range(10)], [1, 1, 2, 2, 4, 4, 4, 4, 8, 8])
+        # Qwen2.5-1.5B: 12 heads, 2 key/value heads; Qwen2.5-0.5B: 14 and 2; Qwen2.5-7B: 28 and 4; Llama-3-8B: 32 and 8.
+        self.assertEqual([tensor_parallel_size(8, h, kv) for h, kv in [(12, 2), (14, 2), (28, 4), (32, 8)]], [4, 2, 4, 8])
+        self.assertEqual(tensor_parallel_size(3, 12, 2), 2)
+        self.assertEqual(tensor_parallel_size(8, 12, 3), 1)  # 3 key/value heads: no power of 2 above 1 fits both
 
 
 if __name__ == "__main__":

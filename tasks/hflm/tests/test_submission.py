@@ -111,6 +111,17 @@ class FullModels(unittest.TestCase):
                 self.assertEqual(a.read(), b.read(), name)
         self.assertTrue(torch.equal(logits(out), logits(FULL)))
 
+    def test_graders_link_a_full_models_weights_instead_of_copying_them(self):
+        out = os.path.join(ROOT, "full-linked")
+        inspection = materialise(FULL, BASE, out, BASE_ID, link_weights=True)
+        check_model_dir(out)
+        linked = sorted(name for name in os.listdir(out) if os.path.islink(os.path.join(out, name)))
+        self.assertIn("model.safetensors", linked)
+        for name in linked:
+            self.assertEqual(os.readlink(os.path.join(out, name)), os.path.abspath(os.path.join(FULL, name)))
+        self.assertEqual(sorted(os.listdir(out)), inspection.files)
+        self.assertTrue(torch.equal(logits(out), logits(FULL)))
+
     def test_a_trainer_folder_leaves_its_state_and_checkpoints_out(self):
         folder = copy_of(FULL, "trainer")
         for name in ("training_args.bin", "optimizer.pt"):

@@ -23,7 +23,6 @@ score = 100 * passed / problems per split. hflm.humaneval.run_program does the s
 
 import json
 import sys
-import time
 
 from hflm import grading  # first: it pins the thread pools before torch loads
 from hflm import humaneval
@@ -31,16 +30,15 @@ from hflm.inference import generate
 
 def programs(model_dir, eval_dir):
     """The phase-1 records of every evaluation problem, public first."""
-    records = []
-    for split in grading.SPLITS:
-        problems = grading.read_split(eval_dir, split)
-        start = time.time()
-        completions = generate(model_dir, [humaneval.messages(p) for p in problems], humaneval.GENERATION)
-        for problem, completion in zip(problems, completions):
-            program = humaneval.build_program(problem, humaneval.extract_code(completion))
-            records.append({"id": problem["task_id"], "split": split, "program": program})
-        print(f"{split}: {len(problems)} programs in {time.time() - start:.1f}s", file=sys.stderr, flush=True)
-    return records
+    splits = {split: grading.read_split(eval_dir, split) for split in grading.SPLITS}
+    completions = grading.per_split(
+        splits, lambda problems: generate(model_dir, [humaneval.messages(p) for p in problems], humaneval.GENERATION)
+    )
+    return [
+        {"id": problem["task_id"], "split": split, "program": humaneval.build_program(problem, humaneval.extract_code(completion))}
+        for split, problems in splits.items()
+        for problem, completion in zip(problems, completions[split])
+    ]
 
 
 def main(argv=None):

@@ -32,10 +32,15 @@ export interface RouteContext {
   guard: HostGuard;
   metrics: Metrics;
   adminToken?: string;
+  /** The operator's web view under `/view` (src/view/), when the server serves it. */
+  view?: MountedHandler;
   /** `http://host:port` once listening. */
   baseUrl: () => string;
   stopping: () => boolean;
 }
+
+/** A handler the server mounts under a path, handed in by whoever starts it (the view is a layer above this one). */
+export type MountedHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void>;
 
 /** The server's request handler: every endpoint, and errors as `{error, message}` with their HTTP status. */
 export function requestHandler(context: RouteContext): (req: IncomingMessage, res: ServerResponse) => void {
@@ -63,6 +68,7 @@ async function route(context: RouteContext, req: IncomingMessage, res: ServerRes
   if (endpoint === 'GET /metrics') return sendText(res, 200, context.metrics.render(), 'text/plain; version=0.0.4');
   if (context.stopping()) throw new A2rlError('UNAVAILABLE', 'The server is shutting down; connect again in a moment, your run goes on.');
   if (endpoint === 'POST /runs') return createRunOverHttp(context, req, res);
+  if (context.view && (url.pathname === '/view' || url.pathname.startsWith('/view/'))) return context.view(req, res, url);
   if (url.pathname === '/mcp') {
     const runId = authenticateRun(context.tokens, req);
     return sessions.handleStreamable(req, res, runId, req.method === 'POST' ? await readJson(req) : undefined);
@@ -74,7 +80,7 @@ async function route(context: RouteContext, req: IncomingMessage, res: ServerRes
   }
   throw new A2rlError(
     'NOT_FOUND',
-    `Nothing at ${endpoint}. Endpoints: /mcp (MCP Streamable HTTP), GET /sse + POST /messages (HTTP+SSE), GET /healthz, GET /metrics, POST /runs.`,
+    `Nothing at ${endpoint}. Endpoints: /mcp (MCP Streamable HTTP), GET /sse + POST /messages (HTTP+SSE), GET /healthz, GET /metrics, POST /runs, GET /view (the operator's web view).`,
   );
 }
 

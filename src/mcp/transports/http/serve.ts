@@ -8,7 +8,7 @@ import type { RecordSessionEvent } from '../../recording-transport.js';
 import { Metrics } from '../../metrics.js';
 import { HostGuard, isLoopback, urlHost, wildcardHosts } from './auth.js';
 import { RunTokenCache } from '../../tokens.js';
-import { requestHandler } from './routes.js';
+import { type MountedHandler, requestHandler } from './routes.js';
 import { SessionTable } from './sessions.js';
 
 export interface HttpServeOptions {
@@ -18,6 +18,8 @@ export interface HttpServeOptions {
   allowHosts: string[];
   /** Enables `POST /runs` for whoever presents it. */
   adminToken?: string;
+  /** The operator's web view, served at `/view`. */
+  view?: MountedHandler;
   /**
    * A Streamable HTTP session without a request for this long is closed: a client that
    * went away without DELETE would otherwise hold its server forever. (An SSE session
@@ -75,6 +77,7 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
       guard,
       metrics,
       adminToken: options.adminToken,
+      view: options.view,
       baseUrl: () => baseUrl,
       stopping: () => stopping,
     }),

@@ -1,0 +1,65 @@
+import { open } from 'node:fs/promises';
+
+/**
+ * Bounded, asynchronous reads of job logs (on libuv's thread pool, never blocking the event loop), and the training
+ * curve in them: lines with a step and a loss, as `microlm.train.fit` prints them ("step 50/800 loss 0.521 …") and
+ * most training loops do.
+ */
+
+/** Most of a log one push (or a page) reads: a log that grows faster is shown from its newest part. */
+export const maxPushBytes = 16 * 1024;
+/** Most of a log a page reads for its training curve. */
+export const curveBytes = 256 * 1024;
+
+export type CurvePoint = [step: number, loss: number];
+
+const stepLoss = /\bstep\s*[:=]?\s*(\d+)(?:\s*\/\s*\d+)?\b.*?\bloss\s*[:=]?\s*(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)/i;
+
+export function curvePoints(text: string): CurvePoint[] {
+  return text.split('\n').flatMap((line) => {
+    const match = stepLoss.exec(line);
+    return match ? [[Number(match[1]), Number(match[2])] as CurvePoint] : [];
+  });
+}
+
+export interface LogChunk {
+  /** Whole lines only, unless `final`: a line still being written is left for the next read. */
+  text: string;
+  /** Where the next read starts. */
+  next: number;
+  /** Bytes passed over because more than `maxBytes` had arrived. */
+  skipped: number;
+}
+
+/**
+ * What the log holds from `offset` on, at most `maxBytes` of it (its newest part), up to its last newline unless
+ * `final` (the job ended). A log that is shorter than `offset` was started over: it is read from its start.
+ */
+export async function readLogFrom(path: string, offset: number, maxBytes: number, final: boolean): Promise<LogChunk> {
+  let file;
+  try {
+    file = await open(path, 'r');
+  } catch {
+    return { text: '', next: offset, skipped: 0 };
+  }
+  try {
+    const { size } = await file.stat();
+    const from = size < offset ? 0 : offset;
+    const start = Math.max(from, size - maxBytes);
+    if (start >= size) return { text: '', next: size, skipped: 0 };
+    const buffer = Buffer.alloc(size - start);
+    const { bytesRead } = await file.read(buffer, 0, buffer.length, start);
+    let text = buffer.subarray(0, bytesRead).toString('utf8');
+    let next = start + bytesRead;
+    if (!final) {
+      const lastNewline = text.lastIndexOf('\n');
+      next = start + Buffer.byteLength(text.slice(0, lastNewline + 1));
+      text = text.slice(0, lastNewline + 1);
+    }
+    // Started mid-line after a skip: the partial first line would read as garbage.
+    if (start > from) text = text.slice(text.indexOf('\n') + 1);
+    return { text, next, skipped: start - from };
+  } finally {
+    await file.close();
+  }
+}

@@ -1,0 +1,148 @@
+import type { EventRow, JobRow, SubmissionRow } from '../store/store.js';
+import { submissionId } from '../core/submissions.js';
+import type { ViewData } from './data.js';
+import { budgetBar, cell, clock, escapeHtml, page, score } from './html.js';
+import { curveBytes, curvePoints, maxPushBytes, readLogFrom } from './log-tail.js';
+
+/**
+ * One run's page: its budget, the timeline of tool calls, its jobs with a live log tail and training curve, its
+ * rollouts' reward over time, its submissions and grades, and the agent's transcript where one was recorded.
+ */
+
+/** Tool calls a page shows at first; newer ones are added live. */
+const timelineLength = 200;
+/** Most of an agent's transcript a page shows (its end). */
+const transcriptBytes = 32 * 1024;
+/** Jobs with a card: an agent's exec commands are in the timeline already. */
+export const cardKinds = new Set(['training', 'rollouts', 'grading']);
+
+const brief = (value: unknown, length = 160): string => {
+  const text = typeof value === 'string' ? value : JSON.stringify(value ?? '');
+  return text.length > length ? `${text.slice(0, length)}…` : text;
+};
+
+/** One tool call of the timeline; the live stream sends each new one. */
+export function toolRow(event: EventRow): string {
+  const data = JSON.parse(event.data) as { arguments?: unknown; error?: string; result?: unknown; duration_ms?: number };
+  const outcome =
+    data.error === undefined
+      ? `<span class="ok">ok</span> <span class="muted">${escapeHtml(brief(data.result, 80))}</span>`
+      : `<span class="err">error</span> ${escapeHtml(brief(data.error))}`;
+  return (
+    `<tr data-event="${event.id}"><td>${clock(event.at)}</td><td><code>${escapeHtml(event.name)}</code></td>` +
+    `<td><code>${escapeHtml(brief(data.arguments, 100))}</code></td><td>${outcome}</td><td class="num">${data.duration_ms ?? '–'} ms</td></tr>`
+  );
+}
+
+/** A job's state line; the live stream sends it again when the job changes. */
+export function jobStatus(job: JobRow): string {
+  const ran = ((job.ended_at ?? Date.now()) - job.created_at) / 1000;
+  return (
+    `<span class="state ${job.state}">${escapeHtml(job.state)}</span> ${job.kind}, ${ran.toFixed(0)} s, ${job.cpu_s.toFixed(1)} CPU-s` +
+    `${job.exit_code !== null ? `, exit ${job.exit_code}` : ''}${job.reason ? ` <span class="muted">(${escapeHtml(job.reason)})</span>` : ''}`
+  );
+}
+
+const jobName = (job: JobRow) => (job.seq === null ? `grading ${job.id}` : `job-${job.seq}`);
+
+/** A job's card: status, log tail and (for training) the curve, with the log offset its live tail continues from. */
+export async function jobCard(job: JobRow): Promise<{ html: string; offset: number }> {
+  const tail = await readLogFrom(job.log_path, 0, maxPushBytes, job.state !== 'running');
+  const curve = job.kind === 'training' ? curvePoints((await readLogFrom(job.log_path, 0, curveBytes, true)).text) : [];
+  const html =
+    `<article class="job" id="job-${job.id}" data-job="${job.id}" data-offset="${tail.next}" aria-labelledby="job-${job.id}-title">` +
+    `<h3 id="job-${job.id}-title">${jobName(job)} <code>${escapeHtml(brief(job.command, 100))}</code></h3>` +
+    `<p class="status">${jobStatus(job)}</p>` +
+    (job.kind === 'training'
+      ? `<div class="chart" role="img" aria-label="Training loss by step of ${jobName(job)}" data-points="${curve.length}" data-curve="${escapeHtml(JSON.stringify(curve))}"></div>`
+      : '') +
+    `<pre class="log" tabindex="0" aria-label="Log of ${jobName(job)}, newest last">${tail.skipped > 0 ? '… earlier output not shown\n' : ''}${escapeHtml(tail.text)}</pre></article>`;
+  return { html, offset: tail.next };
+}
+
+export function submissionsTable(data: ViewData, runId: string): string {
+  const run = data.store.getRun(runId)!;
+  const rows = data.store.listSubmissions(runId).map((s: SubmissionRow) => {
+    const grade = s.state === 'graded' ? data.store.getGrade(run.task_id, run.grader_version, s.content_hash) : undefined;
+    return (
+      `<tr><td>${submissionId(s.seq)}</td><td>${clock(s.created_at)}</td><td><code>${escapeHtml(s.path)}</code></td>` +
+      `<td><span class="state ${s.state}">${s.state}</span>${s.error ? ` <span class="muted">${escapeHtml(brief(s.error))}</span>` : ''}</td>` +
+      `<td class="num">${score(grade?.public_score)}</td><td class="num">${score(grade?.private_score)}</td></tr>`
+    );
+  });
+  return (
+    `<table><thead><tr><th scope="col">submission</th><th scope="col">at</th><th scope="col">path</th><th scope="col">state</th>` +
+    `<th scope="col">public</th><th scope="col">private</th></tr></thead><tbody>${rows.join('') || '<tr><td colspan="6">none yet</td></tr>'}</tbody></table>`
+  );
+}
+
+/** A rollout batch's point on the reward chart: seconds into the run, mean reward. */
+export function rewardPoint(event: EventRow): [number, number] | undefined {
+  const { mean_reward } = JSON.parse(event.data) as { mean_reward?: number | null };
+  return typeof mean_reward === 'number' ? [Math.round(event.t_rel_ms / 100) / 10, mean_reward] : undefined;
+}
+
+export function budgetSection(data: ViewData, runId: string): string {
+  const summary = data.summaryOf(runId)!;
+  return (
+    `<p><span class="state ${summary.state}">${summary.state}</span>${summary.end_reason ? ` <span class="muted">${escapeHtml(summary.end_reason)}</span>` : ''}` +
+    ` · best public <strong>${score(summary.best_public)}</strong> vs baseline ${score(summary.baseline_public)}</p>` +
+    `<div class="budgets">${summary.budget.map(budgetBar).join('')}</div>`
+  );
+}
+
+export async function runPage(data: ViewData, runId: string): Promise<string | undefined> {
+  const run = data.store.getRun(runId);
+  if (!run) return undefined;
+  const after = data.lastEventId();
+  const id = encodeURIComponent(run.id);
+  const tools = data.store.db
+    .prepare(`SELECT * FROM events WHERE run_id = ? AND kind = 'tool' AND id <= ? ORDER BY id DESC LIMIT ${timelineLength}`)
+    .all(run.id, after) as EventRow[];
+  const rewards = data.store
+    .listEvents(run.id, 'rollouts')
+    .filter((e) => e.name === 'batch' && e.id <= after)
+    .flatMap((e) => rewardPoint(e) ?? []);
+  const cards = await Promise.all(
+    data.store
+      .listJobs(run.id)
+      .filter((job) => cardKinds.has(job.kind))
+      .map(async (job) => (await jobCard(job)).html),
+  );
+  const launch = data.launchOf(run.id);
+  const transcript = launch.transcript ? await readLogFrom(launch.transcript, 0, transcriptBytes, true) : undefined;
+  const body =
+    `<h1>Run ${escapeHtml(run.id)}</h1>` +
+    `<div class="overview"><div>` +
+    `<dl class="facts"><dt>task</dt><dd>${cell(run.task_id)}</dd><dt>agent</dt><dd>${cell(run.agent ?? run.label)}` +
+    `${run.agent_version ? ` ${escapeHtml(run.agent_version)}` : ''}</dd><dt>driver model</dt><dd>${cell(run.driver_model)}</dd>` +
+    `<dt>batch</dt><dd>${cell(launch.batch)}</dd><dt>started</dt><dd>${new Date(run.created_at).toISOString()}</dd></dl>` +
+    `<p class="links"><a href="/view/runs/${id}/export/report.html">Static report</a> · <a href="/view/runs/${id}/export/">Export folder</a>` +
+    ` <span class="muted">(written when opened, as <code>a2rl runs export ${escapeHtml(run.id)}</code> writes it)</span></p>` +
+    `</div>` +
+    `<section aria-labelledby="h-budget"><h2 id="h-budget">Budget and score</h2><div id="budget">${budgetSection(data, run.id)}</div></section>` +
+    `</div><div class="columns"><div>` +
+    `<section aria-labelledby="h-jobs"><h2 id="h-jobs">Jobs</h2><div id="jobs">${cards.join('\n') || '<p class="none">none yet</p>'}</div></section>` +
+    `<section aria-labelledby="h-rollouts"><h2 id="h-rollouts">Rollouts: mean reward over time</h2>` +
+    `<div id="rewards" class="chart" role="img" aria-label="Mean reward of each rollout batch by seconds into the run" data-points="${rewards.length}" data-curve="${escapeHtml(JSON.stringify(rewards))}"></div>` +
+    `${rewards.length === 0 ? '<p class="none">no rollout batch yet</p>' : ''}</section>` +
+    `</div><div>` +
+    `<section aria-labelledby="h-tools"><h2 id="h-tools">Tool calls</h2><div class="scroll"><table id="tools"><thead><tr>` +
+    `<th scope="col">at</th><th scope="col">tool</th><th scope="col">arguments</th><th scope="col">result</th><th scope="col">took</th></tr></thead>` +
+    `<tbody>${tools.map(toolRow).join('\n')}</tbody></table></div></section>` +
+    `<section aria-labelledby="h-subs"><h2 id="h-subs">Submissions and grades</h2><div id="submissions" class="scroll">${submissionsTable(data, run.id)}</div></section>` +
+    `</div></div>` +
+    `<section aria-labelledby="h-transcript"><h2 id="h-transcript">Agent transcript</h2>` +
+    (transcript
+      ? `<p class="muted">The end of <code>${escapeHtml(launch.transcript!)}</code>, as of this page's load.</p><pre class="log" tabindex="0">${escapeHtml(transcript.text)}</pre>`
+      : '<p class="none">none recorded (the agent was not started by a2rl run)</p>') +
+    `</section>`;
+  return page({
+    title: `Run ${run.id}`,
+    current: 'run',
+    body,
+    live: `/view/runs/${id}/live?after=${after}`,
+    scripts: ['uPlot.iife.min.js'],
+    styles: ['uPlot.min.css'],
+  });
+}

@@ -1,0 +1,78 @@
+import type { RunSummary, ViewData } from './data.js';
+import { budgetBar, cell, clock, escapeHtml, page, score } from './html.js';
+
+/** The runs page: every run, newest first, filtered by task, agent, batch and state. */
+
+export const runFilterKeys = ['task', 'agent', 'batch', 'state'] as const;
+export type RunFilters = Partial<Record<(typeof runFilterKeys)[number], string>>;
+
+export function runFilters(url: URL): RunFilters {
+  return Object.fromEntries(runFilterKeys.flatMap((key) => (url.searchParams.get(key) ? [[key, url.searchParams.get(key)!]] : [])));
+}
+
+export function matchesFilters(run: RunSummary, filters: RunFilters): boolean {
+  return (
+    (filters.task === undefined || run.task === filters.task) &&
+    (filters.agent === undefined || (run.agent ?? run.label ?? '') === filters.agent) &&
+    (filters.batch === undefined || run.batch === filters.batch) &&
+    (filters.state === undefined || run.state === filters.state)
+  );
+}
+
+/** One run's row; the live stream sends it again when the run changes. */
+export function runRow(run: RunSummary): string {
+  const versus =
+    run.best_public === null
+      ? `<span class="muted">none</span> vs ${score(run.baseline_public)}`
+      : `<strong>${score(run.best_public)}</strong> vs ${score(run.baseline_public)}`;
+  return (
+    `<tr data-run="${escapeHtml(run.id)}">` +
+    `<td class="id"><a href="/view/runs/${encodeURIComponent(run.id)}">${escapeHtml(run.id)}</a><div class="muted">${clock(run.created_at)}</div></td>` +
+    `<td class="nowrap">${cell(run.task)}</td><td>${cell(run.agent ?? run.label)}</td><td>${cell(run.driver_model)}</td>` +
+    `<td><span class="state ${run.state}">${run.state}</span></td>` +
+    `<td class="budgets">${run.budget.map(budgetBar).join('')}</td>` +
+    `<td class="num">${versus}</td>` +
+    `<td>${run.flags.map((flag) => `<span class="flag">${escapeHtml(flag)}</span>`).join(' ') || '–'}</td></tr>`
+  );
+}
+
+function select(name: string, values: string[], chosen: string | undefined): string {
+  const options = ['', ...new Set(values.filter((v) => v !== ''))].map(
+    (v) => `<option value="${escapeHtml(v)}"${v === (chosen ?? '') ? ' selected' : ''}>${v === '' ? 'all' : escapeHtml(v)}</option>`,
+  );
+  return `<label>${name} <select name="${name}">${options.join('')}</select></label>`;
+}
+
+export function runsPage(data: ViewData, filters: RunFilters): string {
+  const live = `/view/live?after=${data.lastEventId()}${Object.entries(filters)
+    .map(([k, v]) => `&${k}=${encodeURIComponent(v)}`)
+    .join('')}`;
+  const all = data.runs();
+  const shown = all.filter((run) => matchesFilters(run, filters));
+  const form =
+    `<form class="filters" method="get" action="/view" aria-label="Filter runs">` +
+    select(
+      'task',
+      all.map((r) => r.task),
+      filters.task,
+    ) +
+    select(
+      'agent',
+      all.map((r) => r.agent ?? r.label ?? ''),
+      filters.agent,
+    ) +
+    select(
+      'batch',
+      all.map((r) => r.batch ?? ''),
+      filters.batch,
+    ) +
+    select('state', ['active', 'ended'], filters.state) +
+    `<button type="submit">Filter</button></form>`;
+  const body =
+    `<h1>Runs</h1>${form}<p class="muted">${shown.length} of ${all.length} runs; rows update as the runs change.</p>` +
+    `<div class="scroll"><table id="runs"><caption class="sr-only">Runs, newest first</caption><thead><tr>` +
+    `<th scope="col">run</th><th scope="col">task</th><th scope="col">agent</th><th scope="col">driver model</th><th scope="col">state</th>` +
+    `<th scope="col">budget</th><th scope="col">best public vs baseline</th><th scope="col">flags</th></tr></thead>` +
+    `<tbody>${shown.map(runRow).join('\n')}</tbody></table></div>`;
+  return page({ title: 'Runs', current: 'runs', body, live });
+}

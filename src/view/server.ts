@@ -1,0 +1,54 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { HostGuard, isLoopback, urlHost, wildcardHosts } from '../mcp/transports/http/auth.js';
+import { defaultDiskQuotaBytes } from '../core/engine.js';
+import type { Store } from '../store/store.js';
+import { isA2rlError } from '../util/errors.js';
+import { createView } from './handler.js';
+
+export interface ViewServeOptions {
+  store: Store;
+  home: string;
+  token: string;
+  host: string;
+  port: number;
+  allowHosts: string[];
+}
+
+/**
+ * `a2rl view`: the view alone, for a home no `serve --http` serves (runs over stdio, `a2rl run` batches). It only
+ * reads the store; the runs' servers write it. Stops on SIGINT or SIGTERM.
+ */
+export async function serveView(options: ViewServeOptions): Promise<void> {
+  const view = createView({ store: options.store, home: options.home, token: options.token, diskQuotaBytes: defaultDiskQuotaBytes });
+  const guard = new HostGuard(options.host, options.allowHosts);
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    try {
+      guard.check(req);
+    } catch (error) {
+      return void res.writeHead(403, { 'Content-Type': 'text/plain; charset=utf-8' }).end(isA2rlError(error) ? error.message : 'Forbidden');
+    }
+    if (url.pathname === '/') return void res.writeHead(303, { Location: '/view' }).end();
+    void view.handle(req, res, url);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const baseUrl = `http://${urlHost(wildcardHosts.includes(options.host) ? '127.0.0.1' : options.host)}:${port}`;
+  if (!isLoopback(options.host)) {
+    process.stderr.write(
+      `a2rl: warning: the view listens on ${options.host}, reachable from other machines; its token travels in clear text unless a TLS proxy fronts it.\n`,
+    );
+  }
+  process.stderr.write(`a2rl: view at ${baseUrl}/view (open ${baseUrl}/view?token=<token>; a2rl view-token prints the token)\n`);
+  const signal = await new Promise<string>((resolve) => {
+    for (const name of ['SIGINT', 'SIGTERM'] as const) process.once(name, () => resolve(name));
+  });
+  view.close();
+  server.close();
+  server.closeAllConnections();
+  process.stderr.write(`a2rl: view stopped (${signal})\n`);
+}
