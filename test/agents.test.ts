@@ -9,7 +9,14 @@ import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
 import { Store } from '../src/store/store.js';
 import { cliEntry } from '../src/util/paths.js';
 import { tweakScript } from './helpers/mcp.js';
-import { type ModelRequest, type ScriptStep, startFailingModelApi, startModelApi } from './helpers/model-apis.js';
+import {
+  codexProvider,
+  modelApiEnv,
+  type ModelRequest,
+  type ScriptStep,
+  startFailingModelApi,
+  startModelApi,
+} from './helpers/model-apis.js';
 import { tempDir } from './helpers/sandbox.js';
 
 /**
@@ -115,23 +122,6 @@ interface Launch {
   requests: ModelRequest[];
   stepsServed: number;
 }
-
-/** Codex takes its model provider from its configuration: a provider on loopback, given on its command line. */
-const codexProvider = (url: string) => [
-  '-c',
-  `model_providers.scripted={name="scripted",base_url="${url}/v1",wire_api="responses",env_key="OPENAI_API_KEY",supports_websockets=false}`,
-  '-c',
-  'model_provider="scripted"',
-];
-
-/** Each provider's API on loopback: what the launcher's environment gives the agent to reach it. */
-const modelApiEnv = (url: string) => ({
-  ANTHROPIC_BASE_URL: url,
-  ANTHROPIC_API_KEY: 'sk-scripted',
-  OPENAI_API_KEY: 'sk-scripted',
-  GOOGLE_GEMINI_BASE_URL: url,
-  GEMINI_API_KEY: 'scripted',
-});
 
 /** `a2rl run` of one CLI against the model API at `url`, the operator's HOME full of decoys. */
 async function launchAgent(

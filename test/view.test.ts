@@ -209,7 +209,6 @@ describe('the live web view (/view)', () => {
     };
     const first = await pointsWhileRunning(2);
     const later = await pointsWhileRunning(first + 3);
-    expect(later).toBeGreaterThan(first);
     const [article] = await page.$$(`xpath/.${card}`);
     expect(await article!.$eval('pre.log', (pre) => pre.textContent)).toMatch(new RegExp(`step ${later}/40 loss`));
     expect(await article!.$('.chart canvas')).not.toBeNull();

@@ -380,9 +380,9 @@ export class Run {
 
   /** Refuses a write of `addedBytes` more that would take the run past its disk quota. */
   async assertDiskRoom(addedBytes: number): Promise<void> {
-    const { used, entries, unmeasured } = await this.measureDisk();
-    const over = unmeasured !== undefined || entries > maxWorkspaceEntries || used + addedBytes > this.services.limits.diskQuotaBytes;
-    if (addedBytes > 0 && over) throw this.quotaError(used, 'this write is refused');
+    const { used } = await this.measureDisk();
+    if (addedBytes > 0 && (this.overDiskQuota() || used + addedBytes > this.services.limits.diskQuotaBytes))
+      throw this.quotaError(used, 'this write is refused');
   }
 
   private quotaError(used: number, what: string): A2rlError {

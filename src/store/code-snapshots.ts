@@ -1,10 +1,10 @@
-import { closeSync, existsSync, fstatSync, mkdirSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { sha256, treeHash } from '../util/hashing.js';
 import type { RecordEvent } from './events.js';
 import { isA2rlError } from '../util/errors.js';
-import type { SafeDir } from '../util/safe-fs.js';
+import { type SafeDir, readAt } from '../util/safe-fs.js';
 
 /**
  * What one snapshot of a workspace's code/ folder keeps: source, not data or checkpoints.
@@ -198,10 +198,7 @@ function readCode(snapshots: CodeSnapshots, openCode: () => SafeDir): ReadSnapsh
 /** Reads at most `limit` bytes of an open file (no more than it held when opened: one that grows is cut), and closes it. */
 function readAtMost(fd: number, limit: number): Buffer {
   try {
-    const buffer = Buffer.alloc(Math.max(0, Math.min(limit, fstatSync(fd).size)));
-    let length = 0;
-    for (let n = -1; n !== 0 && length < buffer.length; length += n) n = readSync(fd, buffer, length, buffer.length - length, null);
-    return buffer.subarray(0, length);
+    return readAt(fd, 0, limit);
   } finally {
     closeSync(fd);
   }

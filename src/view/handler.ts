@@ -5,7 +5,8 @@ import { createRequire } from 'node:module';
 import { join, normalize, sep } from 'node:path';
 import { promisify } from 'node:util';
 import type { Store } from '../store/store.js';
-import { A2rlError, type ErrorCode, isA2rlError } from '../util/errors.js';
+import { statusOfCode } from '../mcp/transports/http/routes.js';
+import { A2rlError, isA2rlError } from '../util/errors.js';
 import { cliEntry, packageRoot } from '../util/paths.js';
 import { ViewData } from './data.js';
 import { DiskAccounts } from './disk.js';
@@ -44,8 +45,6 @@ const assets: Record<string, { path: string; type: string }> = {
 
 /** Longest an export may take before the view gives up on it (a run with gigabytes of logs and trajectories). */
 const exportTimeoutMs = 300_000;
-
-const statusOfCode: Partial<Record<ErrorCode, number>> = { INVALID_INPUT: 400, UNAUTHORIZED: 401, NOT_FOUND: 404, UNAVAILABLE: 503 };
 
 /** The pages run no script but the view's own and uPlot's, and load nothing from elsewhere. */
 const securityHeaders = {

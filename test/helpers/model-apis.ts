@@ -293,3 +293,20 @@ export async function startFailingModelApi(status: 401 | 503) {
       }),
   };
 }
+
+/** Codex takes its model provider from its configuration: a provider on loopback, given on its command line. */
+export const codexProvider = (url: string) => [
+  '-c',
+  `model_providers.scripted={name="scripted",base_url="${url}/v1",wire_api="responses",env_key="OPENAI_API_KEY",supports_websockets=false}`,
+  '-c',
+  'model_provider="scripted"',
+];
+
+/** Each provider's API on loopback: what the launcher's environment gives the agent to reach it. */
+export const modelApiEnv = (url: string): Record<string, string> => ({
+  ANTHROPIC_BASE_URL: url,
+  ANTHROPIC_API_KEY: 'sk-scripted',
+  OPENAI_API_KEY: 'sk-scripted',
+  GOOGLE_GEMINI_BASE_URL: url,
+  GEMINI_API_KEY: 'scripted',
+});

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { LaunchedRun } from '../../src/launch/launcher.js';
 import { cliEntry, packageRoot } from '../../src/util/paths.js';
-import { startModelApi } from '../helpers/model-apis.js';
+import { codexProvider, modelApiEnv, startModelApi } from '../helpers/model-apis.js';
 import { tempDir } from '../helpers/sandbox.js';
 import { withStore } from './harness.js';
 
@@ -54,12 +54,6 @@ writeFileSync(replay, JSON.stringify({ tool: 'read_instructions' }));
 /** A command agent that keeps its view of its environment, then plays the replay through a real MCP client. */
 const commandAgent = `env > env.txt; exec ${process.execPath} ${cliEntry} replay ${replay} --mcp-config "$A2RL_MCP_CONFIG"`;
 const a2rlCodeBinds = ['dist', 'node_modules', 'package.json'].map((path) => `--agent-bind=${join(packageRoot, path)}`);
-const codexProvider = (url: string) => [
-  '-c',
-  `model_providers.scripted={name="scripted",base_url="${url}/v1",wire_api="responses",env_key="OPENAI_API_KEY",supports_websockets=false}`,
-  '-c',
-  'model_provider="scripted"',
-];
 
 const kinds: Kind[] = [
   { agent: 'claude-code', own: /^(ANTHROPIC|CLAUDE_CODE)_/, a2rlVariables: ['A2RL_RUN_ID'], args: () => [] },
@@ -83,14 +77,6 @@ const kinds: Kind[] = [
     args: () => [`--agent-bind=${files}`, ...a2rlCodeBinds],
   },
 ];
-
-const modelApiEnv = (url: string): Record<string, string> => ({
-  ANTHROPIC_BASE_URL: url,
-  ANTHROPIC_API_KEY: 'sk-scripted',
-  OPENAI_API_KEY: 'sk-scripted',
-  GOOGLE_GEMINI_BASE_URL: url,
-  GEMINI_API_KEY: 'scripted',
-});
 
 /**
  * The launcher's environment for one kind: every variable of this test's own environment, the

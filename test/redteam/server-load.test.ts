@@ -267,7 +267,8 @@ describe("red team, job_logs greps and job logs cannot hold the server's event l
         if (answer.structured.total_lines === undefined)
           expect(answer.structured.stopped_early).toMatch(/^scanned for its limit of 5 s, at line \d+$/);
       }
-      expect(longestStallMs).toBeLessThan(100);
+      // Relative to the greps' own time, so a slower machine moves both sides: today's code held the loop for a third of it.
+      expect(longestStallMs).toBeLessThan(wallMs / 10);
     }));
 
   it('refuses a job whose log cannot be opened: nothing is recorded as running, and the next job starts', async () => {

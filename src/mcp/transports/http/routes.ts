@@ -11,7 +11,8 @@ import type { SessionTable } from './sessions.js';
 /** Largest request body: one MCP message, the same bound as over stdio. */
 const maxBodyBytes = maxMessageBytes;
 
-const statusOfCode: Partial<Record<ErrorCode, number>> = {
+/** The HTTP status of each refusal, for every page the server answers (the view's too). */
+export const statusOfCode: Partial<Record<ErrorCode, number>> = {
   INVALID_INPUT: 400,
   UNAUTHORIZED: 401,
   FORBIDDEN: 403,
