@@ -29,6 +29,8 @@ import { executePrograms } from '../src/grading/execution.js';
 import { analyzeRun, loadRunFacts } from '../src/reports/analysis.js';
 import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
 import { viewToken } from '../src/view/token.js';
+import { searchRoundTrip } from './search.js';
+import { contaminationCheckCost } from './contamination.js';
 
 /** Named as a server names itself, so a server starting meanwhile does not sweep the bench's sandboxes as a dead one's. */
 const benchOwner = `${process.pid}-${processStartTime(process.pid)}`;
@@ -903,6 +905,7 @@ const sections: Record<string, () => Promise<unknown>> = {
   program_sandbox_micro_humaneval: () => programSandboxOverhead(home, 60),
   mcp_over_http: () => httpServing(home, 128, 15),
   many_files_workspace: () => manyFilesWorkspace(home, 150_000, 500),
+  contamination_check_1gb: async () => contaminationCheckCost(home),
   workspace_file_tools: () => workspaceFileTools(home, 300),
   reports_over_many_runs: async () => reportsOverManyRuns(home, 200, 1000),
   decoding: async () => decodingSpeed(),
@@ -913,6 +916,7 @@ const sections: Record<string, () => Promise<unknown>> = {
         .map((id) => [id, interactiveTaskSpeed(id)] as const),
     ),
   view_live_pages: () => viewLivePages(home, 40, 8),
+  search_round_trip: () => searchRoundTrip(home, 20, 250),
 };
 const selected = process.argv.slice(2);
 const unknown = selected.filter((name) => !(name in sections));

@@ -15,6 +15,8 @@ import type {
   SandboxProcess,
   SandboxSpec,
 } from './contract.js';
+import { imagePythonVersion, venvMismatch, venvPythonVersion } from './venv-python.js';
+import { A2rlError } from '../src/util/errors.js';
 
 /** The unprivileged identity jobs run as; the images create it (sandbox/images/). */
 export const sandboxUser = { uid: 1000, gid: 1000 };
@@ -54,6 +56,8 @@ export class DockerBackend implements SandboxBackend {
   readonly name = 'docker';
   readonly docker: Docker;
   readonly image: string;
+  /** The image's Python version, read once, when a sandbox first mounts a virtual environment. */
+  private imagePython: Promise<string> | undefined;
 
   constructor(private readonly options: DockerBackendOptions) {
     this.docker = options.docker ?? new Docker();
@@ -75,6 +79,18 @@ export class DockerBackend implements SandboxBackend {
   }
 
   async create(spec: SandboxSpec): Promise<SandboxInstance> {
+    // A mounted virtual environment (the full tier's, read-only) runs with the image's Python: refused here when they
+    // differ. Writable mounts (the agent's workspace) are not looked at: a pyvenv.cfg the agent wrote is no runtime.
+    const readOnlyMounts = spec.mounts.filter((mount) => mount.readOnly);
+    if (readOnlyMounts.some((mount) => venvPythonVersion(mount.source) !== undefined)) {
+      // A failed read (the engine busy) is not kept: the next sandbox asks again.
+      this.imagePython ??= imagePythonVersion(this.docker, this.image, { [labels.owner]: this.options.owner }).catch((error: unknown) => {
+        this.imagePython = undefined;
+        throw error;
+      });
+      const mismatch = venvMismatch(readOnlyMounts, this.image, await this.imagePython);
+      if (mismatch) throw new A2rlError('SANDBOX_UNAVAILABLE', mismatch);
+    }
     const instance = new DockerInstance(spec, this.docker, this.image, this.options.owner);
     await instance.start();
     return instance;

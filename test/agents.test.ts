@@ -8,6 +8,7 @@ import type { LaunchedRun } from '../src/launch/launcher.js';
 import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
 import { Store } from '../src/store/store.js';
 import { cliEntry } from '../src/util/paths.js';
+import { runUsage } from '../src/transcripts/run-usage.js';
 import { tweakScript } from './helpers/mcp.js';
 import {
   codexProvider,
@@ -220,6 +221,16 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
             const row = store.getRun(run.run_id)!;
             expect(row).toMatchObject({ agent: cli.agent, driver_model: 'scripted-model', state: 'ended', infrastructure_failure: null });
           });
+          // What the agent spent, read from the transcript it wrote: over stdio, the tokens the model API reported, summed
+          // (no dollars: nobody prices "scripted-model"); a run stopped before the CLI wrote its totals says "unknown", never 0.
+          const usage = withStore((store) => runUsage(store, run.run_id));
+          const answered = launched.requests.flatMap((request) => (request.usage ? [request.usage] : []));
+          const sum = (key: keyof (typeof answered)[number]) => answered.reduce((total, usage) => total + usage[key], 0);
+          expect(usage).toMatchObject({ agent: cli.agent, model: expect.any(String), cost_usd: 'unknown', price_table: null });
+          // Each a2rl tool once, at least (Codex leaves the built-ins it refused out of its JSON).
+          expect(usage.tool_calls).toBeGreaterThanOrEqual(toolNames.length);
+          if (end === 'text') expect(usage).toMatchObject({ input_tokens: sum('input'), output_tokens: sum('output') });
+          else expect(usage.input_tokens === 'unknown' || usage.input_tokens === sum('input')).toBe(true);
           if (transport === 'stdio') {
             // The server started 5 s late, and the agent still had its tools from its first request on.
             const listed = withStore((store) => store.listEvents(run.run_id, 'session').find((event) => event.name === 'tools_listed')!);

@@ -2,6 +2,7 @@ import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { analyzeRun, detectRoute, hyperparametersOf, type RunEvent, type RunFacts } from '../src/reports/analysis.js';
+import { readRoute } from '../src/reports/route.js';
 import { SafeDir } from '../src/util/safe-fs.js';
 import { codeSnapshotsOf } from '../src/store/code-snapshots.js';
 import { parseNvidiaSmi } from '../src/jobs/gpu-usage.js';
@@ -258,6 +259,137 @@ describe('route and hyperparameter detection', () => {
       epochs: 5,
       temperature: 0.7,
     });
+  });
+});
+
+/** A script with two training modes: GRPO, and rejection sampling (fine-tuning on its own rewarded samples). */
+const mixed = `"""Post-train the policy with GRPO or with rejection-sampling fine-tuning (RFT)."""
+import argparse
+from rl_utils import group_advantages, keep_rewarded
+
+def train_grpo(model, batch, args):
+    # group relative advantages, KL to the reference
+    adv = group_advantages(batch.rewards, args.group_size)
+    return policy_loss(model, batch, adv)
+
+def train_rft(model, batch, args):
+    kept = keep_rewarded(batch)
+    return F.cross_entropy(model(kept.inputs), kept.targets)
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["grpo", "rft"], default="grpo", help="grpo or rft (rejection sampling)")
+    parser.add_argument("--group-size", type=int, default=8)
+    args = parser.parse_args()
+    for batch in batches():
+        if args.mode == "grpo":
+            loss = train_grpo(model, batch, args)
+        elif args.mode == "rft":
+            loss = train_rft(model, batch, args)
+        else:
+            raise ValueError(f"unknown mode {args.mode}")
+        loss.backward()
+
+if __name__ == "__main__":
+    main()
+`;
+const rlUtils = `def group_advantages(rewards, size):
+    # GRPO: normalise within each group
+    r = rewards.view(-1, size)
+    return (r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-6)
+
+def keep_rewarded(batch):
+    """Rejection sampling: keep the completions whose reward is 1."""
+    return batch.filter(lambda e: e.reward == 1.0)
+`;
+const mixedFiles = { 'train.py': mixed, 'rl_utils.py': rlUtils };
+
+describe('the route that ran: the command and the code path it selects', () => {
+  it('a mixed GRPO/RFT script is read along the mode its command chose; without --mode, along the default', () => {
+    const route = (command: string) => readRoute(command, mixedFiles);
+    expect(route('python3 code/train.py --mode rft --group-size 4')).toMatchObject({ route: 'expert_iteration', undecided: false });
+    expect(route('python3 code/train.py --mode rft').basis).toContain('args.mode == "rft"');
+    expect(route('python3 code/train.py --mode=grpo').route).toBe('grpo');
+    expect(route('python3 code/train.py').route).toBe('grpo');
+    expect(route('cd code && accelerate launch --num_processes 1 train.py --mode rft').route).toBe('expert_iteration');
+    expect(route('nohup timeout -s KILL 600 python3 -u /workspace/code/train.py --mode rft > log 2>&1 &').route).toBe('expert_iteration');
+    // The whole script's words say GRPO first: what a keyword reading names whatever ran.
+    expect(detectRoute(mixed)).toBe('grpo');
+  });
+
+  it('says unknown when the command does not fix the mode, or the dispatch cannot be read', () => {
+    const shellVariable = readRoute('python3 code/train.py --mode "$MODE"', mixedFiles);
+    expect(shellVariable).toMatchObject({ route: 'unknown', undecided: true });
+    expect(shellVariable.basis).toMatch(/grpo or expert_iteration|expert_iteration or grpo/);
+    const table = mixed.replace(
+      /if args\.mode == "grpo":[^]*?raise ValueError\(f"unknown mode \{args\.mode\}"\)/,
+      'loss = {"grpo": train_grpo, "rft": train_rft}[args.mode](model, batch, args)',
+    );
+    expect(table).not.toContain('elif');
+    const handlers = readRoute('python3 code/train.py --mode rft', { 'train.py': table, 'rl_utils.py': rlUtils });
+    expect(handlers).toMatchObject({ route: 'unknown', undecided: true });
+    expect(handlers.basis).toContain('mode=rft of grpo|rft');
+    // Two programs the snapshot holds, and a command that starts neither by name.
+    expect(readRoute('python3 -c "import runpy"', { 'grpo.py': '# GRPO', 'sft.py': 'loss = F.cross_entropy(x, y)' }).route).toBe('unknown');
+  });
+
+  it('reads environment variables, constants, flags and match statements, and follows shell scripts of the snapshot', () => {
+    const byEnvironment = `import os
+ALGO = os.environ.get("ALGO", "sft")
+def sft(): return F.cross_entropy(logits, y)
+def grpo(): return group_relative_advantages()
+if ALGO == "grpo":
+    grpo()
+else:
+    sft()
+`;
+    expect(readRoute('ALGO=grpo python3 code/t.py', { 't.py': byEnvironment }).route).toBe('grpo');
+    expect(readRoute('python3 code/t.py', { 't.py': byEnvironment }).route).toBe('sft');
+    expect(readRoute('bash code/run.sh', { 't.py': byEnvironment, 'run.sh': 'export ALGO=grpo\npython3 code/t.py\n' }).route).toBe('grpo');
+    const byConstant = byEnvironment.replace('os.environ.get("ALGO", "sft")', '"grpo"');
+    expect(readRoute('python3 code/t.py', { 't.py': byConstant }).route).toBe('grpo');
+    const byFlag = `import argparse
+p = argparse.ArgumentParser()
+p.add_argument("--reinforce", action="store_true")
+args = p.parse_args()
+if args.reinforce:
+    loss = -(log_probs * rewards).mean()
+else:
+    loss = F.cross_entropy(logits, targets)  # supervised
+`;
+    expect(readRoute('python3 code/t.py --reinforce', { 't.py': byFlag }).route).toBe('reinforce');
+    expect(readRoute('python3 code/t.py', { 't.py': byFlag }).route).toBe('sft');
+    const byMatch = `import click
+@click.command()
+@click.option("--algo", type=click.Choice(["ppo", "sft"]), default="sft")
+def main(algo):
+    match algo:
+        case "ppo":
+            ppo_step()  # value head and clipped ratio
+        case _:
+            F.cross_entropy(logits, targets)
+def ppo_step(): pass
+main()
+`;
+    expect(readRoute('python3 code/m.py --algo ppo', { 'm.py': byMatch }).route).toBe('ppo');
+    expect(readRoute('python3 code/m.py', { 'm.py': byMatch }).route).toBe('sft');
+  });
+
+  it('an iteration names the route of the job that trained its model, with the basis', () => {
+    const record = new EventLog();
+    record.job('training', 'python3 code/train.py --mode rft', 10, 100, 'succeeded', { tree: 'm' });
+    record.submit(110, { public: 20, private: 21 });
+    record.job('training', 'python3 code/train.py --mode grpo', 120, 200, 'succeeded', { tree: 'm' });
+    record.submit(210, { public: 30, private: 31 });
+    record.job('training', 'python3 code/train.py --mode $NEXT', 220, 300, 'succeeded', { tree: 'm' });
+    record.submit(310, { public: 25, private: 24 });
+    // Two trainings before one submission: the one that wrote the submitted folder made the model.
+    record.job('training', 'python3 code/train.py --mode grpo --out output/final', 320, 400, 'succeeded', { tree: 'm' });
+    record.job('training', 'python3 code/train.py --mode rft --out output/final2', 410, 500, 'succeeded', { tree: 'm' });
+    record.submit(510, { public: 26, private: 25 });
+    const a = analyzeRun(facts(record, { code: { m: mixedFiles } }));
+    expect(a.iterations.map((it) => it.route)).toEqual(['expert_iteration', 'grpo', 'unknown', 'grpo']);
+    expect(a.iterations[0]!.route_basis).toContain('train.py');
   });
 });
 

@@ -73,6 +73,8 @@ async function playOracle(expect: ExpectStatic, taskId: string, route: OracleRou
   try {
     const summary = summarizeRun(store, runId);
     expect(summary.state).toBe('ended');
+    // Invariant 12: the server checked the ended run for the task's hidden items (in a worker, before it exited): an oracle is clean.
+    expect(summary.integrity).toMatchObject({ contamination: 'clean', flagged: false });
     expect(summary.baseline!.public).toBeGreaterThanOrEqual(2);
     expect(summary.baseline!.public).toBeLessThanOrEqual(30);
     expect(summary.improvement!.public).toBeGreaterThanOrEqual(oracle.minImprovement);

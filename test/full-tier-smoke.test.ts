@@ -1,9 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadReplay, playReplay } from '../src/launch/replay.js';
+import { loadReplay, playReplay, type StepOutcome } from '../src/launch/replay.js';
 import { baselineGradeOf } from '../src/core/submissions.js';
 import { Store } from '../src/store/store.js';
+import { fullTierRuntimeTarget } from '../src/tasks/full-task.js';
 import { getTaskFile, listTaskIds, type FullTaskFile } from '../src/tasks/task.js';
 import { cliEntry, tasksRoot } from '../src/util/paths.js';
 import { prepareDocker } from './helpers/docker.js';
@@ -22,6 +23,25 @@ const smokeServices: Record<string, () => Promise<{ serverArgs: string[]; close:
   alpacaeval: async () => {
     const judge = await startSmokeJudge();
     return { serverArgs: ['--judge', 'llm', '--judge-url', judge.baseUrl, '--judge-model', 'smoke'], close: judge.close };
+  },
+};
+
+/**
+ * What a task's smoke replay shows beyond its margins, read from the results of the steps it saves by name (the replay's
+ * own `expect` checks fields, not text). gsm8k's replay also looks around the workspace, samples rollouts and submits
+ * pickled weights and the unchanged base, both refused: the served run an agent plays, each part proved once here.
+ */
+const smokeChecks: Record<string, (steps: Record<string, StepOutcome>, model: string) => void> = {
+  gsm8k: (steps, model) => {
+    expect(steps.brief!.text).toContain(`the base model, \`${model}\``);
+    const look = steps.look!.structured!.output as string;
+    expect(look).toContain('train.jsonl');
+    expect(look).toContain('model.safetensors');
+    expect(look).toMatch(/^hflm$/m);
+    expect(look, 'the hidden halves stay out of the workspace').not.toContain('public.jsonl');
+    expect(look).toContain(`${fullTierRuntimeTarget}/bin/python3`);
+    expect(steps.pickled!.text).toMatch(/output\/pickled\/pytorch_model\.bin: pickled weights are never loaded .*safe_serialization=True/);
+    expect(steps.unchanged!.text).toMatch(/models\/base is the base model unchanged.*; submitting it is refused/);
   },
 };
 
@@ -57,6 +77,7 @@ describe('full tier smoke profile', () => {
 
     const services = await smokeServices[taskId]?.();
     let runId = '';
+    const saved: Record<string, StepOutcome> = {};
     try {
       const serverArgs = ['--base-model', smoke.model, '--sandbox', backend, ...(services?.serverArgs ?? [])];
       const client = await startServer({ home, task: taskId, label: 'smoke', serverArgs });
@@ -64,6 +85,7 @@ describe('full tier smoke profile', () => {
         await playReplay(client, loadReplay(join(tasksRoot, taskId, smoke.replay)), {
           onResult: (outcome) => {
             if (typeof outcome.structured?.run_id === 'string') runId = outcome.structured.run_id;
+            if (outcome.step.save) saved[outcome.step.save] = outcome;
           },
         });
       } finally {
@@ -72,6 +94,7 @@ describe('full tier smoke profile', () => {
     } finally {
       await services?.close();
     }
+    smokeChecks[taskId]?.(saved, smoke.model);
     const store = new Store(join(home, 'store.sqlite'));
     try {
       const run = store.getRun(runId)!;
@@ -79,7 +102,10 @@ describe('full tier smoke profile', () => {
       const baseline = baselineGradeOf(store, run);
       expect(baseline, 'the baseline is graded').toBeDefined();
       const submissions = store.listSubmissions(runId);
-      expect(submissions.map((s) => s.path)).toEqual(['output/full', 'output/lora']);
+      expect(
+        submissions.map((s) => s.path),
+        'only the submitted folders, no row for a refused one',
+      ).toEqual(['output/full', 'output/lora']);
       const margins: Record<string, number | undefined> = {
         'output/full': smoke.minImprovement,
         'output/lora': smoke.adapterMinImprovement,

@@ -24,7 +24,7 @@ describe('a2rl prepare --from a snapshot folder', () => {
     rmSync(home, { recursive: true, force: true });
   });
 
-  it('writes the splits and the model with manifests, prints each file, and verifyAssets passes', () => {
+  it('writes the splits and the model with manifests, prints each file, and verifyAssets passes', async () => {
     const result = prepare(home, 'gsm8k', '--from', hub, '--model', fixtureModelId);
     expect(result.status, result.stderr).toBe(0);
     for (const file of ['assets/gsm8k/data/train.jsonl', 'assets/gsm8k/eval/public.jsonl', 'assets/gsm8k/eval/private.jsonl']) {
@@ -32,15 +32,15 @@ describe('a2rl prepare --from a snapshot folder', () => {
     }
     expect(result.stdout).toContain(join(home, 'models', 'a2rl-fixture--tiny-qwen2', 'model.safetensors'));
     expect(readFileSync(join(home, 'assets', 'gsm8k', 'data', 'train.jsonl'), 'utf8').split('\n')).toHaveLength(6);
-    expect(() => verifyAssets('gsm8k', home, fixtureModelId)).not.toThrow();
+    await verifyAssets('gsm8k', home, fixtureModelId);
   });
 
-  it('refuses a changed file, naming it and the command to run', () => {
+  it('refuses a changed file, naming it and the command to run', async () => {
     const publicHalf = join(home, 'assets', 'gsm8k', 'eval', 'public.jsonl');
     const before = readFileSync(publicHalf);
     appendFileSync(publicHalf, '{"question": "extra", "answer": "#### 1"}\n');
     try {
-      verifyAssets('gsm8k', home, fixtureModelId);
+      await verifyAssets('gsm8k', home, fixtureModelId);
       expect.unreachable('verifyAssets accepted a changed file');
     } catch (error) {
       expect(error).toBeInstanceOf(AssetsNotPreparedError);
@@ -53,11 +53,11 @@ describe('a2rl prepare --from a snapshot folder', () => {
       );
     }
     writeFileSync(publicHalf, before);
-    expect(() => verifyAssets('gsm8k', home)).not.toThrow();
+    await verifyAssets('gsm8k', home);
   });
 
-  it('refuses assets never prepared, naming the command', () => {
-    expect(() => verifyAssets('humaneval', home)).toThrow(
+  it('refuses assets never prepared, naming the command', async () => {
+    await expect(verifyAssets('humaneval', home)).rejects.toThrow(
       `The assets of humaneval are not as prepared: ${join(home, 'assets', 'humaneval', 'manifest.json')} is missing. ` +
         `Run: a2rl --home ${home} prepare humaneval (add --from DIR on a host without hub access).`,
     );

@@ -14,6 +14,7 @@ import { cliEntry } from '../src/util/paths.js';
 import { Store } from '../src/store/store.js';
 import { getTask } from '../src/tasks/task.js';
 import { startFakeLlm } from './helpers/fake-llm.js';
+import { timelineLimits } from '../src/reports/timeline.js';
 import { tempDir } from './helpers/sandbox.js';
 
 const task = getTask('micro-gsm8k');
@@ -261,8 +262,169 @@ describe('run export and HTML report', () => {
     const links = await page.$$eval('a[href]', (anchors) => anchors.map((a) => a.getAttribute('href')!));
     expect(links.length).toBeGreaterThan(5);
     for (const link of links) expect(existsSync(join(out, link)), link).toBe(true);
+    // An operator's own client saved no transcript: the timeline holds the server's record, and says so.
+    expect(await page.$eval('#timeline + p', (p) => p.textContent)).toContain('No agent transcript');
+    expect(await page.$$eval('#timeline-entries li[data-kind="tool"] b', (titles) => titles.map((t) => t.textContent))).toEqual([
+      'run_training',
+    ]);
+    expect(await page.$$eval('#timeline-entries li[data-kind="score"]', (entries) => entries.length)).toBe(4);
     expect(problems).toEqual([]);
     await page.close();
+  });
+
+  it('puts the agent messages from its transcript on one searchable timeline with its tool calls, jobs and scores', async () => {
+    const { store, home } = newStore();
+    seedRun(store, home, { id: 'run-t', agent: 'claude-code', driverModel: 'scripted', submissions: [{ public: 30, private: 28 }] });
+    const run = store.getRun('run-t')!;
+    const transcript = join(run.dir, 'agent', 'transcript.jsonl');
+    // Claude Code's stream-json, as the launcher saves it: assistant blocks, tool results, the closing result.
+    const assistant = (id: string, block: object) => ({ type: 'assistant', message: { id, model: 'scripted', content: [block] } });
+    const toolUse = (id: string, name: string, input: object) =>
+      assistant(`msg-${id}`, { type: 'tool_use', id, name: `mcp__a2rl__${name}`, input });
+    const toolResult = (id: string, text: string) => ({
+      type: 'user',
+      message: { content: [{ type: 'tool_result', tool_use_id: id, content: [{ type: 'text', text }] }] },
+    });
+    mkdirSync(join(run.dir, 'agent'), { recursive: true });
+    writeFileSync(
+      transcript,
+      [
+        assistant('msg-1', { type: 'text', text: 'Plan: supervised fine-tuning on the train split first.' }),
+        toolUse('c1', 'run_training', { command: 'python3 code/train.py' }),
+        toolResult('c1', 'Started job-1'),
+        toolUse('c2', 'job_status', { job_id: 'job-1', wait_seconds: 50 }),
+        toolResult('c2', 'job-1 succeeded'),
+        assistant('msg-2', { type: 'text', text: 'The loss went down to 0.4; submitting output/final.' }),
+        toolUse('c3', 'submit_artifact', { path: 'output/final' }),
+        toolResult('c3', 'Queued sub-1'),
+        assistant('msg-3', { type: 'text', text: 'Submitted; waiting for its grade.' }),
+        { type: 'result', usage: { input_tokens: 10, output_tokens: 5 }, total_cost_usd: 0.01 },
+      ]
+        .map((line) => JSON.stringify(line))
+        .join('\n'),
+    );
+    // What the launcher and the server recorded around the seeded run's own events (run-relative seconds).
+    const at = (s: number) => ({ run_id: 'run-t', at: run.created_at + s * 1000, t_rel_ms: s * 1000 });
+    store.insertEvent({
+      ...at(0),
+      kind: 'agent',
+      name: 'launched',
+      data: JSON.stringify({ agent: 'claude-code', driver_model: 'scripted', transcript }),
+    });
+    store.insertEvent({
+      ...at(55),
+      kind: 'tool',
+      name: 'job_status',
+      data: JSON.stringify({ arguments: { job_id: 'job-1' }, result: { state: 'succeeded' }, duration_ms: 5000 }),
+    });
+    store.insertEvent({
+      ...at(75),
+      kind: 'tool',
+      name: 'submit_artifact',
+      data: JSON.stringify({ arguments: { path: 'output/final' }, result: { submission_id: 'sub-1' }, duration_ms: 100 }),
+    });
+    const out = join(home, 'export');
+    exportRun(store, 'run-t', out);
+    store.close();
+
+    const page = await browser.newPage();
+    const problems: string[] = [];
+    page.on('pageerror', (error) => problems.push(String(error)));
+    page.on('console', (message) => {
+      if (message.type() === 'error') problems.push(message.text());
+    });
+    await page.goto(`file://${join(out, 'report.html')}`, { waitUntil: 'load' });
+    expect(await page.$eval('#timeline + p', (p) => p.textContent)).toContain("agent's messages are from its transcript (claude-code");
+    const entries = await page.$$eval('#timeline-entries li', (items) =>
+      items.map((li) => ({
+        kind: li.dataset.kind!,
+        title: li.querySelector('b')!.textContent!,
+        text: li.querySelector('.text')?.textContent ?? '',
+      })),
+    );
+    const index = (kind: string, match: string) => entries.findIndex((e) => e.kind === kind && (e.title + e.text).includes(match));
+    const order = [
+      index('message', 'Plan: supervised fine-tuning'),
+      index('tool', 'run_training'),
+      index('job', 'job-1 training started'),
+      index('job', 'job-1 training succeeded'),
+      index('tool', 'job_status'),
+      index('message', 'The loss went down'),
+      index('tool', 'submit_artifact'),
+      index('submission', 'sub-1 submitted'),
+      index('message', 'waiting for its grade'),
+      index('score', 'sub-1 scored 30 public, 28 private'),
+      index('run', 'run ended'),
+    ];
+    expect(
+      order.every((i) => i >= 0),
+      JSON.stringify(entries, null, 1),
+    ).toBe(true);
+    expect(order).toEqual([...order].sort((a, b) => a - b));
+    // Each call once: the transcript's call and the server's record of it are one entry, with the server's result.
+    expect(entries.filter((e) => e.kind === 'tool').map((e) => e.title)).toEqual(['run_training', 'job_status', 'submit_artifact']);
+    expect(entries[index('tool', 'run_training')]!.text).toContain('"job_id":"job-1"');
+
+    const visible = () =>
+      page.$$eval('#timeline-entries li', (items) =>
+        items.filter((li) => !li.hidden && li.offsetHeight > 0).map((li) => li.querySelector('b')!.textContent),
+      );
+    await page.type('#timeline-search', 'loss went');
+    expect(await visible()).toEqual(['agent']);
+    expect(await page.$eval('#timeline-count', (c) => c.textContent)).toBe(`1 of ${entries.length} entries match`);
+    await page.click('#timeline-search', { clickCount: 3 });
+    await page.keyboard.press('Backspace');
+    await page.type('#timeline-search', 'JOB-1 started');
+    expect(await visible()).toEqual(['job-1 training started']);
+    await page.click('#timeline-search', { clickCount: 3 });
+    await page.keyboard.press('Backspace');
+    expect(await visible()).toHaveLength(entries.length);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('keeps the report bounded for a huge transcript, and says what it cut', () => {
+    const { store, home } = newStore();
+    seedRun(store, home, { id: 'run-h', agent: 'claude-code', submissions: [{ public: 30, private: 28 }] });
+    const run = store.getRun('run-h')!;
+    const transcript = join(run.dir, 'agent', 'transcript.jsonl');
+    mkdirSync(join(run.dir, 'agent'), { recursive: true });
+    const long = 'x'.repeat(2500);
+    // A long session: 6,000 turns, each a message and a call of the agent's own (no server record pairs them).
+    const lines = Array.from({ length: 6000 }, (_, i) => [
+      JSON.stringify({
+        type: 'assistant',
+        message: {
+          id: `m${i}`,
+          model: 'scripted',
+          content: [
+            { type: 'text', text: `step ${i} ${long}` },
+            { type: 'tool_use', id: `c${i}`, name: 'mcp__a2rl__list_files', input: { path: '.' } },
+          ],
+        },
+      }),
+      JSON.stringify({ type: 'user', message: { content: [{ type: 'tool_result', tool_use_id: `c${i}`, content: 'code/ data/' }] } }),
+    ]).flat();
+    writeFileSync(transcript, lines.join('\n'));
+    store.insertEvent({
+      run_id: 'run-h',
+      at: run.created_at,
+      t_rel_ms: 0,
+      kind: 'agent',
+      name: 'launched',
+      data: JSON.stringify({ agent: 'claude-code', transcript }),
+    });
+    const out = join(home, 'export');
+    exportRun(store, 'run-h', out);
+    store.close();
+    const html = readFileSync(join(out, 'report.html'), 'utf8');
+    // 16 MB of transcript; a report of a few MB at most.
+    expect(html.length).toBeLessThan(4 * 2 ** 20);
+    expect(html).toMatch(/\d+ of \d+ entries left out \(the first and last 1000 are shown\)/);
+    expect(html).toContain(`texts cut to ${timelineLimits.textChars} characters`);
+    expect(html).toContain('step 0 xxx');
+    expect(html).toContain('step 5999 xxx');
+    expect(html).not.toContain('step 3000 xxx');
   });
 
   it('writes an LLM narrative from the facts through an OpenAI-compatible endpoint, and a clear error when it is unreachable', async () => {

@@ -9,7 +9,7 @@ export const budgetStatusTool = defineTool({
   title: 'Budget',
   description:
     'Shows what this run has used and has left: wall-clock seconds, compute (CPU seconds of your jobs), submissions and ' +
-    'rollout episodes, which budgets are exhausted, whether the run is still active, and how many bytes the run takes on disk ' +
+    'rollout episodes, search queries (where the run has a search channel), which budgets are exhausted, whether the run is still active, and how many bytes the run takes on disk ' +
     '(workspace, job logs, snapshots) against its quota. Cheap; call it whenever you plan.',
   inputSchema: z.object({}).strict(),
   outputSchema: z.object({
@@ -21,6 +21,7 @@ export const budgetStatusTool = defineTool({
     compute_seconds: lineSchema,
     submissions: lineSchema,
     rollout_episodes: lineSchema,
+    search_queries: lineSchema.optional().describe('Queries made through the search channel (lib/a2rl_search), for runs that have one'),
     exhausted: z.array(z.string()),
     disk_bytes: lineSchema.extend({
       measured_seconds_ago: z
@@ -53,6 +54,7 @@ export const budgetStatusTool = defineTool({
       `compute: ${formatDuration(budget.compute_seconds.used)} of ${formatDuration(budget.compute_seconds.limit)} CPU time, measured by ${run.computeAccounting}`,
       `submissions: ${budget.submissions.used} of ${budget.submissions.limit}`,
       `rollout episodes: ${budget.rollout_episodes.used} of ${budget.rollout_episodes.limit}`,
+      ...(budget.search_queries ? [`search queries: ${budget.search_queries.used} of ${budget.search_queries.limit}`] : []),
       `disk: ${Math.ceil(disk.used / 2 ** 20)} MiB of ${Math.floor(disk.limit / 2 ** 20)} MiB`,
     ].join('\n');
     return { structured, text };

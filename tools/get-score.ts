@@ -26,7 +26,7 @@ export const getScoreTool = defineTool({
   title: 'Scores',
   description:
     "Shows grading results: one submission (by submission_id) or all of this run's, the best score so far, and the " +
-    "baseline (the untouched base model's score). Scores are 0-100 on the public half of the held-out evaluation set. " +
+    "baseline (the untouched base model's score, or why its grading failed). Scores are 0-100 on the public half of the held-out evaluation set. " +
     `With submission_id and wait_seconds (at most ${maxWaitSeconds}) it waits for that grading to finish, sending progress notifications.`,
   inputSchema: z
     .object({
@@ -37,7 +37,11 @@ export const getScoreTool = defineTool({
   outputSchema: z.object({
     submissions: z.array(submissionSchema),
     best: z.object({ submission_id: z.string(), score: z.number() }).optional(),
-    baseline: z.object({ state: z.enum(['graded', 'pending']), score: z.number().optional() }),
+    baseline: z.object({
+      state: z.enum(['graded', 'pending', 'failed']),
+      score: z.number().optional(),
+      error: z.string().optional().describe("Why the base model's grading failed; the server grades it again when the run is next served"),
+    }),
     improvement: z.number().optional().describe('Best score minus baseline'),
   }),
   annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
@@ -61,8 +65,12 @@ export const getScoreTool = defineTool({
     // Graded submissions carry the store's ids (reports name them so); the agent knows its run's own numbers.
     const bestRow = graded && run.listSubmissions().find((row) => submissionId(row.id) === graded.submission_id);
     const best = graded && bestRow ? { ...graded, submission_id: submissionId(bestRow.seq) } : null;
-    const baselineGrade = run.baselineGrade();
-    const baseline = { state: baselineGrade ? ('graded' as const) : ('pending' as const), score: baselineGrade?.public_score ?? null };
+    const status = run.baselineStatus();
+    const baseline = {
+      state: status.state === 'graded' || status.state === 'failed' ? status.state : ('pending' as const),
+      score: status.state === 'graded' ? status.grade.public_score : null,
+      error: status.state === 'failed' ? status.error : null,
+    };
     const improvement = best && baseline.score !== null ? Math.round((best.public - baseline.score) * 100) / 100 : null;
     const structured = {
       submissions: views,
@@ -74,7 +82,7 @@ export const getScoreTool = defineTool({
       (s) => `${s.submission_id} ${s.path}: ${s.state}${s.score === null ? '' : ` score ${s.score}`}${s.error ? ` (${s.error})` : ''}`,
     );
     lines.push(
-      `baseline: ${baseline.score ?? 'pending'}; best: ${best ? `${best.public} (${best.submission_id})` : 'none yet'}${improvement === null ? '' : `; improvement ${improvement}`}`,
+      `baseline: ${baseline.score ?? (baseline.error === null ? 'pending' : `failed (${baseline.error})`)}; best: ${best ? `${best.public} (${best.submission_id})` : 'none yet'}${improvement === null ? '' : `; improvement ${improvement}`}`,
     );
     return { structured, text: lines.join('\n') };
   },

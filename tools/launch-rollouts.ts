@@ -38,7 +38,13 @@ export const launchRolloutsTool = defineTool({
         .describe(
           "Torch threads of the sampler, at most a job's CPUs; the job gets that many CPUs. 1 (the default) plays the most episodes per CPU-second on these small models",
         ),
-      gpus: z.number().int().min(0).max(8).default(0).describe('GPUs for the sampler; 0 on CPU-only servers'),
+      gpus: z
+        .number()
+        .int()
+        .min(0)
+        .max(8)
+        .optional()
+        .describe('GPUs for the sampler (default: 1 for a full-tier task on a server with GPUs, where it must sample on one; else 0)'),
     })
     .strict(),
   outputSchema: jobViewSchema.extend({ out: z.string().describe('Where the episodes will be written') }),
@@ -51,7 +57,7 @@ export const launchRolloutsTool = defineTool({
       temperature: args.temperature,
       seed: args.seed,
       threads: args.threads,
-      gpus: run.checkGpuRequest(args.gpus),
+      gpus: args.gpus,
     });
     const view = viewJob(run, job);
     return {

@@ -6,6 +6,7 @@ import { defaultHome } from '../util/paths.js';
 import { addAgentConfigCommand } from './agent-config.js';
 import { addDemoCommand } from './demo.js';
 import { addHostCommands } from './host.js';
+import { addIntegrityCommands } from './integrity.js';
 import { addPrepareCommand } from './prepare.js';
 import type { CliContext } from './options.js';
 import { addReplayCommand } from './replay.js';
@@ -26,6 +27,7 @@ const context: CliContext = { home: () => (program.opts().home as string | undef
 
 addServeCommand(program, context);
 const runs = addRunsCommands(program, context);
+addIntegrityCommands(runs, context);
 addReportCommands(program, runs, context.home);
 addDemoCommand(program, context);
 addReplayCommand(program, context);

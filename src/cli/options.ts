@@ -1,11 +1,15 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { JudgeConfig } from '../grading/judge/registry.js';
 import { judgeNames } from '../grading/judge/registry.js';
+import { alpacaEvalAnnotatorNames, type AlpacaEvalAnnotatorName } from '../grading/judge/alpaca-eval-annotators.js';
+import { defaultAnnotator } from '../grading/judge/llm.js';
 import { parseGpuList } from '../jobs/gpu-allocator.js';
 import { type BackendSettings, type SandboxName, sandboxNames } from '../../sandbox/registry.js';
 import { parseBudget } from '../tasks/budget.js';
 import { getTaskFile } from '../tasks/task.js';
-import { isA2rlError } from '../util/errors.js';
+import { A2rlError, isA2rlError } from '../util/errors.js';
+import type { SearchSettings } from '../search/provider.js';
+import { searchProviderNames } from '../search/providers/index.js';
 
 /** What every command group is given: the store's folder, from the global --home. */
 export interface CliContext {
@@ -36,16 +40,33 @@ export interface JudgeOptions {
   judgeUrl?: string;
   judgeModel?: string;
   judgeKeyEnv: string;
+  /** How an LLM judge annotates the full tier's AlpacaEval (default: the reference harness's annotator). */
+  judgeAnnotator?: AlpacaEvalAnnotatorName;
 }
 
 export function judgeConfig(options: JudgeOptions): JudgeConfig {
-  if (options.judge === 'rubric') return { kind: 'rubric' };
+  if (options.judge === 'rubric') {
+    const llmOnly = (['judgeUrl', 'judgeModel', 'judgeAnnotator'] as const).filter((key) => options[key] !== undefined);
+    if (llmOnly.length > 0) {
+      const flags = llmOnly.map((key) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ');
+      throw new InvalidArgumentError(
+        `${flags} ${llmOnly.length > 1 ? 'are' : 'is'} for --judge llm: add --judge llm, or drop ${llmOnly.length > 1 ? 'them' : 'it'} to judge with the task's rubric.`,
+      );
+    }
+    return { kind: 'rubric' };
+  }
   if (!options.judgeUrl || !options.judgeModel) {
     throw new InvalidArgumentError(
       '--judge llm needs --judge-url (an OpenAI-compatible base URL, e.g. https://api.openai.com/v1) and --judge-model.',
     );
   }
-  return { kind: 'llm', baseUrl: options.judgeUrl, model: options.judgeModel, apiKey: process.env[options.judgeKeyEnv] };
+  return {
+    kind: 'llm',
+    baseUrl: options.judgeUrl,
+    model: options.judgeModel,
+    apiKey: process.env[options.judgeKeyEnv],
+    ...(options.judgeAnnotator ? { annotator: options.judgeAnnotator } : {}),
+  };
 }
 
 /** `--judge` and its settings, the same on every command that grades. */
@@ -54,7 +75,13 @@ export function addJudgeOptions(command: Command, description = "judge of judge-
     .addOption(new Option('--judge <kind>', description).choices(judgeNames).default('rubric'))
     .option('--judge-url <url>', 'OpenAI-compatible base URL for --judge llm, e.g. https://api.openai.com/v1')
     .option('--judge-model <name>', 'model name for --judge llm')
-    .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY');
+    .option('--judge-key-env <name>', 'environment variable holding the API key for --judge llm', 'A2RL_JUDGE_API_KEY')
+    .addOption(
+      new Option(
+        '--judge-annotator <name>',
+        `how --judge llm annotates the full tier's alpacaeval: the reference harness's ${defaultAnnotator} (default) or AlpacaEval 2.0's weighted_alpaca_eval_gpt4_turbo (log-probability weighted; the endpoint must return logprobs)`,
+      ).choices(alpacaEvalAnnotatorNames),
+    );
 }
 
 /** The judge flags as given, for a child `serve` that must grade with the same judge. */
@@ -62,6 +89,7 @@ export function judgeArgs(options: JudgeOptions): string[] {
   const args = ['--judge', options.judge, '--judge-key-env', options.judgeKeyEnv];
   if (options.judgeUrl) args.push('--judge-url', options.judgeUrl);
   if (options.judgeModel) args.push('--judge-model', options.judgeModel);
+  if (options.judgeAnnotator) args.push('--judge-annotator', options.judgeAnnotator);
   return args;
 }
 
@@ -159,4 +187,51 @@ export function portOption(value: string): number {
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new InvalidArgumentError('Give a port number from 0 to 65535 (0: any free port).');
   return port;
+}
+
+/** The search flags, as every command that serves runs takes them. */
+export interface SearchOptions {
+  search?: string;
+  searchKeyEnv: string;
+  searchUrl?: string;
+  searchCorpus?: string;
+}
+
+/** `--search` and its settings: the provider that answers the search channel of runs whose budget allows queries. */
+export function addSearchOptions(command: Command): Command {
+  return command
+    .addOption(
+      new Option(
+        '--search <provider>',
+        'search provider for runs whose budget allows search queries (a task such as deepsearchqa)',
+      ).choices(searchProviderNames),
+    )
+    .option('--search-key-env <name>', 'environment variable holding the search provider’s API key (serpapi)', 'A2RL_SEARCH_API_KEY')
+    .option('--search-url <url>', 'serpapi, duckduckgo: the provider’s endpoint, where not the public one (a proxy)')
+    .option('--search-corpus <file>', 'local: the corpus, a JSONL file of {"title", "text", "url"}');
+}
+
+/** The search settings the flags ask for, the key read from the environment; undefined without --search. */
+export function searchSettings(options: SearchOptions): SearchSettings | undefined {
+  if (options.search === undefined) {
+    if (options.searchUrl !== undefined || options.searchCorpus !== undefined)
+      throw new A2rlError('INVALID_INPUT', '--search-url and --search-corpus configure a search provider: give --search too.');
+    return undefined;
+  }
+  return {
+    provider: options.search,
+    apiKey: process.env[options.searchKeyEnv] || undefined,
+    keyEnv: options.searchKeyEnv,
+    url: options.searchUrl,
+    corpus: options.searchCorpus,
+  };
+}
+
+/** The search flags as given, for a child `serve` that must answer searches as its parent would (the key stays in the environment). */
+export function searchArgs(options: SearchOptions): string[] {
+  if (options.search === undefined) return [];
+  const args = ['--search', options.search, '--search-key-env', options.searchKeyEnv];
+  if (options.searchUrl) args.push('--search-url', options.searchUrl);
+  if (options.searchCorpus) args.push('--search-corpus', options.searchCorpus);
+  return args;
 }

@@ -4,11 +4,32 @@ import { join, resolve } from 'node:path';
 import { analyzeRun, loadRunFacts } from '../reports/analysis.js';
 import { A2rlError } from '../util/errors.js';
 import { exportRun } from '../reports/export.js';
-import { buildLeaderboard, leaderboardCsv, leaderboardHtml, leaderboardMarkdown, runResults } from '../reports/leaderboard.js';
+import {
+  buildLeaderboard,
+  type FlaggedPolicy,
+  flaggedPolicies,
+  leaderboardCsv,
+  leaderboardHtml,
+  leaderboardMarkdown,
+  runResults,
+} from '../reports/leaderboard.js';
 import { writeNarrative } from '../reports/narrative.js';
 import { renderMarkdown } from '../reports/render.js';
 import { Store } from '../store/store.js';
 import { getTaskFile } from '../tasks/task.js';
+import { loadPriceTable, type PriceTable } from '../transcripts/prices.js';
+import { runUsage } from '../transcripts/run-usage.js';
+
+/** `--prices FILE`: the operator's price table, for agents that report tokens but no dollars (docs/operating.md, "Tokens and cost"). */
+const pricesOption = (file: string): PriceTable => {
+  try {
+    return loadPriceTable(file);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+};
+const pricesHelp =
+  "price table (JSON, USD per million tokens) for agents that report tokens but no dollars; default: a2rl's dated list prices";
 
 /** Opens an existing store read for reporting; a missing one is an error, not a new empty store. */
 function openStore(home: string): Store {
@@ -25,6 +46,7 @@ function requireRun(store: Store, runId: string): void {
 
 interface ReportOptions {
   format: 'html' | 'md' | 'json';
+  prices?: PriceTable;
   out?: string;
   llm?: boolean;
   llmUrl?: string;
@@ -40,11 +62,12 @@ export function addReportCommands(program: Command, runs: Command, home: () => s
       'write a run as one self-contained folder (events JSONL, job logs, trajectories, code snapshots, scores, report); format in README',
     )
     .option('--out <dir>', 'folder to write (default ./a2rl-run-<run-id>)')
-    .action((runId: string, options: { out?: string }) => {
+    .option('--prices <file>', pricesHelp, pricesOption)
+    .action((runId: string, options: { out?: string; prices?: PriceTable }) => {
       const store = openStore(home());
       try {
         requireRun(store, runId);
-        const { dir } = exportRun(store, runId, resolve(options.out ?? `a2rl-run-${runId}`));
+        const { dir } = exportRun(store, runId, resolve(options.out ?? `a2rl-run-${runId}`), undefined, options.prices);
         process.stdout.write(`${dir}\n`);
       } finally {
         store.close();
@@ -64,6 +87,7 @@ export function addReportCommands(program: Command, runs: Command, home: () => s
     .option('--llm-url <url>', 'OpenAI-compatible base URL for --llm, e.g. http://127.0.0.1:8000/v1')
     .option('--llm-model <name>', 'model name for --llm')
     .option('--llm-key-env <name>', 'environment variable holding the API key for --llm', 'A2RL_LLM_API_KEY')
+    .option('--prices <file>', pricesHelp, pricesOption)
     .action(async (runId: string, options: ReportOptions) => {
       if (options.llm && (!options.llmUrl || !options.llmModel)) {
         throw new A2rlError('INVALID_INPUT', '--llm needs --llm-url (an OpenAI-compatible base URL) and --llm-model.');
@@ -76,14 +100,15 @@ export function addReportCommands(program: Command, runs: Command, home: () => s
           ? await writeNarrative(analysis, { baseUrl: options.llmUrl!, model: options.llmModel!, apiKey: process.env[options.llmKeyEnv] })
           : undefined;
         if (options.format === 'html') {
-          const { dir } = exportRun(store, runId, resolve(options.out ?? `a2rl-report-${runId}`), narrative);
+          const { dir } = exportRun(store, runId, resolve(options.out ?? `a2rl-report-${runId}`), narrative, options.prices);
           process.stdout.write(`${join(dir, 'report.html')}\n`);
           return;
         }
+        const usage = runUsage(store, runId, options.prices);
         const text =
           options.format === 'md'
-            ? renderMarkdown(analysis, narrative)
-            : `${JSON.stringify({ ...analysis, narrative: narrative ?? null }, null, 2)}\n`;
+            ? renderMarkdown(analysis, narrative, usage)
+            : `${JSON.stringify({ ...analysis, agent_usage: usage, narrative: narrative ?? null }, null, 2)}\n`;
         if (options.out) writeFileSync(options.out, text);
         else process.stdout.write(text);
       } finally {
@@ -105,10 +130,16 @@ export function addReportCommands(program: Command, runs: Command, home: () => s
     })
     .option('--out <dir>', 'folder for leaderboard.html, leaderboard.md and leaderboard.csv', '.')
     .option('--json', 'print the rows as JSON on stdout and write no files')
-    .action((options: { task?: string; out: string; json?: boolean }) => {
+    .option('--prices <file>', pricesHelp, pricesOption)
+    .addOption(
+      new Option('--flagged <policy>', 'how runs an integrity check flagged are scored: as their baseline, as they scored, or left out')
+        .choices(flaggedPolicies)
+        .default('baseline'),
+    )
+    .action((options: { task?: string; out: string; json?: boolean; prices?: PriceTable; flagged: FlaggedPolicy }) => {
       const store = openStore(home());
       try {
-        const rows = buildLeaderboard(runResults(store, options.task));
+        const rows = buildLeaderboard(runResults(store, options.task, options.prices), options.flagged);
         if (options.json) {
           process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
           return;

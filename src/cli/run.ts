@@ -8,9 +8,12 @@ import { createLogger } from '../util/logger.js';
 import {
   addJudgeOptions,
   addSandboxOptions,
+  addSearchOptions,
   backendSettings,
   sandboxArgs,
   type SandboxOptions,
+  searchArgs,
+  type SearchOptions,
   budgetOption,
   gpusOption,
   type CliContext,
@@ -36,7 +39,7 @@ const collectAgentEnv = (value: string, previous: string[]) => {
 /** `a2rl run`: benchmark an agent CLI as it ships. */
 export function addRunCommand(program: Command, { home }: CliContext): void {
   addJudgeOptions(
-    addSandboxOptions(program.command('run'))
+    addSandboxOptions(addSearchOptions(program.command('run')))
       .description(
         'benchmark an agent as it ships: create a run, give the agent an MCP configuration naming only this server and the ' +
           "task prompt, start it in a fresh folder, stop it at the run's wall clock, record it with the run",
@@ -91,7 +94,8 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
         agentEnv: string[];
         gpus?: number[];
       } & JudgeOptions &
-        SandboxOptions,
+        SandboxOptions &
+        SearchOptions,
     ) => {
       // A missing or unknown agent, or a jail that would show what agents never see, is refused before anything is opened or created.
       jailedAgentPaths(findExecutable(agentKind(options.agent)), options.agentBind, home());
@@ -110,7 +114,12 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
           agentArgs: options.agentArg,
           agentBinds: options.agentBind,
           agentEnv: options.agentEnv,
-          serveArgs: [...judgeArgs(options), ...sandboxArgs(options), ...(options.gpus ? ['--gpus', options.gpus.join(',')] : [])],
+          serveArgs: [
+            ...judgeArgs(options),
+            ...sandboxArgs(options),
+            ...searchArgs(options),
+            ...(options.gpus ? ['--gpus', options.gpus.join(',')] : []),
+          ],
           onLine: (line) => process.stderr.write(`a2rl run: ${line}\n`),
         });
         process.stdout.write(

@@ -47,7 +47,7 @@ export function addRunsCommands(program: Command, { home }: CliContext): Command
         backendSettings: backendSettings(options),
       });
       try {
-        const run = engine.prepareRun({
+        const run = await engine.prepareRun({
           taskId: options.task,
           budget: options.budget,
           label: options.label,

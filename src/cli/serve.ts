@@ -12,6 +12,7 @@ import { viewTokenBeside } from '../view/token.js';
 import { createLogger } from '../util/logger.js';
 import {
   addJudgeOptions,
+  addSearchOptions,
   budgetOption,
   type CliContext,
   diskQuotaOption,
@@ -23,12 +24,14 @@ import {
   portOption,
   type SandboxOptions,
   addSandboxOptions,
+  type SearchOptions,
+  searchSettings,
   backendSettings,
   taskOption,
   wholeNumberOption,
 } from './options.js';
 
-interface ServeOptions extends JudgeOptions, SandboxOptions {
+interface ServeOptions extends JudgeOptions, SandboxOptions, SearchOptions {
   gpus?: number[];
   task?: string;
   run?: string;
@@ -57,7 +60,7 @@ const execsPerCpu = 4;
 /** `a2rl serve`: one run over stdio, a run a2rl run made, or every run of the store over HTTP. */
 export function addServeCommand(program: Command, { home }: CliContext): void {
   addJudgeOptions(
-    addSandboxOptions(program.command('serve'))
+    addSandboxOptions(addSearchOptions(program.command('serve')))
       .description(
         'serve one benchmark run over MCP stdio (stdout is the protocol; logs go to stderr and the run folder), ' +
           'or with --http every run made by `a2rl runs create` over MCP Streamable HTTP and HTTP+SSE',
@@ -137,6 +140,7 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
       sandbox: options.sandbox,
       backendSettings: backendSettings(options),
       gpus: options.gpus,
+      search: searchSettings(options),
     });
     if (mode === 'http') {
       log.addFile(join(home(), 'server.log'));

@@ -9,6 +9,8 @@ import { renderInstructions } from './instructions.js';
 import { A2rlError } from '../util/errors.js';
 import { GpuAllocator } from '../jobs/gpu-allocator.js';
 import { Grader } from '../grading/grader.js';
+import { IntegrityChecks } from '../integrity/background.js';
+import { recordFailedContaminationCheck } from '../integrity/check.js';
 import { JobManager } from '../jobs/job-manager.js';
 import type { LogCap } from '../jobs/capped-log.js';
 import { createJudge, type JudgeConfig, requireJudgeFor } from '../grading/judge/registry.js';
@@ -22,6 +24,8 @@ import { type RunRow, Store, type SubmissionRow } from '../store/store.js';
 import { startGrading } from './submissions.js';
 import { resolveFullTask } from '../tasks/full-task.js';
 import { getTask, getTaskFile, type Task } from '../tasks/task.js';
+import type { SearchSettings } from '../search/provider.js';
+import { searchClientLibrary, SearchService } from '../search/service.js';
 import { Workspace } from './workspace.js';
 
 export interface EngineOptions {
@@ -53,6 +57,8 @@ export interface EngineOptions {
   backend?: SandboxBackend;
   /** Host GPU indices jobs may be given (`serve --gpus 0,1`); none by default. */
   gpus?: number[];
+  /** The search provider of runs whose budget allows search queries (`serve --search`); none by default. */
+  search?: SearchSettings;
 }
 
 export interface CreateRunOptions {
@@ -83,10 +89,13 @@ export class Engine {
   readonly services: RunServices;
   private readonly runs = new Map<string, Run>();
   private readonly adopting = new Map<string, Promise<Run>>();
-  /** Full-tier tasks resolved for this process's runs, by task and base model. */
-  private readonly fullTasks = new Map<string, Task>();
+  /** Full-tier tasks resolved (or being resolved) for this process's runs, by task and base model. */
+  private readonly fullTasks = new Map<string, Promise<Task>>();
   private readonly ticker: NodeJS.Timeout;
   private closed = false;
+  /** Contamination checks of the runs this process saw end (invariant 12), and which runs' checks were started. */
+  private readonly integrity: IntegrityChecks;
+  private readonly integrityStarted = new Set<string>();
 
   private constructor(
     readonly home: string,
@@ -97,8 +106,18 @@ export class Engine {
     readonly grader: Grader,
     readonly owner: string,
     limits: RunServices['limits'],
+    /** Search for runs whose budget allows queries, where the server was given a provider. */
+    readonly search?: SearchService,
   ) {
     this.services = { home, store, jobs, grader, logger, limits };
+    this.integrity = new IntegrityChecks(home, store.path, (runId, error, elapsedMs) => {
+      logger.error({ err: error, run: runId }, 'the contamination check could not run');
+      try {
+        recordFailedContaminationCheck(store, runId, error.message, elapsedMs);
+      } catch (recordError) {
+        logger.error({ err: recordError, run: runId }, 'the failed contamination check could not be recorded');
+      }
+    });
     this.ticker = setInterval(() => this.tick(), 1000);
     this.ticker.unref();
   }
@@ -117,17 +136,29 @@ export class Engine {
     if (unavailable) throw new A2rlError('SANDBOX_UNAVAILABLE', `The ${backend.name} sandbox cannot run here: ${unavailable}.`);
     const shortcoming = backend.hostCheck();
     if (shortcoming) logger.warn(shortcoming);
+    // Before anything starts: a search setting that cannot work (no key, no corpus) is refused here.
+    const search = options.search ? SearchService.create(options.search, options.home) : undefined;
     const store = new Store(join(options.home, 'store.sqlite'));
     store.checkpointInBackground();
     const jobs = new JobManager(store, logger, owner, new GpuAllocator(options.gpus ?? []), options.logCap, backend.scheduler);
     const judge = createJudge(options.judge ?? { kind: 'rubric' }, { store, backend, home: options.home });
     const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
-    const engine = new Engine(options.home, store, logger, backend, jobs, grader, owner, {
-      maxJobs: options.maxJobs ?? Number.POSITIVE_INFINITY,
-      maxExecs: options.maxExecs ?? Number.POSITIVE_INFINITY,
-      diskQuotaBytes: options.diskQuotaBytes ?? defaultDiskQuotaBytes,
-      callsPerSecond: options.callsPerSecond ?? defaultCallsPerSecond,
-    });
+    const engine = new Engine(
+      options.home,
+      store,
+      logger,
+      backend,
+      jobs,
+      grader,
+      owner,
+      {
+        maxJobs: options.maxJobs ?? Number.POSITIVE_INFINITY,
+        maxExecs: options.maxExecs ?? Number.POSITIVE_INFINITY,
+        diskQuotaBytes: options.diskQuotaBytes ?? defaultDiskQuotaBytes,
+        callsPerSecond: options.callsPerSecond ?? defaultCallsPerSecond,
+      },
+      search,
+    );
     if (options.recover ?? true) await engine.recover();
     return engine;
   }
@@ -148,15 +179,15 @@ export class Engine {
     for (const submission of this.store.listUnfinishedSubmissions()) {
       const run = this.store.getRun(submission.run_id)!;
       if (ownerAlive(run.owner) || (run.state === 'active' && this.isRemote(run.id))) continue;
-      this.regrade(run, submission);
+      await this.regrade(run, submission);
     }
   }
 
-  private regrade(run: RunRow, submission: SubmissionRow): void {
+  private async regrade(run: RunRow, submission: SubmissionRow): Promise<void> {
     this.logger.info({ run: run.id, submission: submission.id }, 're-grading a submission left unfinished by a stopped server');
     startGrading(
       this.services,
-      this.taskOf(run),
+      await this.taskOf(run),
       { id: run.id, dir: run.dir, record: eventRecorder(this.store, run.id, run.created_at) },
       submission,
     );
@@ -169,15 +200,26 @@ export class Engine {
 
   /** Creates a run and serves it from this process. */
   async createRun(options: CreateRunOptions): Promise<Run> {
-    return this.serveRun(this.prepareRun(options));
+    this.requireSearchFor(options.taskId, parseBudget(options.budget, (await this.taskFor(options)).defaultLimits));
+    return this.serveRun(await this.prepareRun(options));
+  }
+
+  /** Refuses to serve a run whose budget allows search queries when this server has no search provider. */
+  private requireSearchFor(taskId: string, limits: BudgetLimits): void {
+    if (limits.searchQueries && !this.search) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        `A run of ${taskId} may make ${limits.searchQueries} search queries, but this server has no search provider: start it with --search serpapi, duckduckgo or local (docs/operating.md, "Search"), or give the run --budget searches=0.`,
+      );
+    }
   }
 
   /**
    * Writes a new run to the store and prepares its folder, owned by this process; nothing
    * serves it yet. A run prepared by a short-lived command is adopted by an HTTP server.
    */
-  prepareRun(options: CreateRunOptions): RunRow {
-    const task = this.taskFor(options);
+  async prepareRun(options: CreateRunOptions): Promise<RunRow> {
+    const task = await this.taskFor(options);
     const limits = parseBudget(options.budget, task.defaultLimits);
     const createdAt = Date.now();
     const id = `${new Date(createdAt).toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}-${randomBytes(3).toString('hex')}`;
@@ -190,7 +232,7 @@ export class Engine {
     mkdirSync(join(dir, 'skeleton', 'models'), { recursive: true });
     mkdirSync(join(dir, 'skeleton', 'lib'), { recursive: true });
     writeFileSync(join(dir, 'instructions.md'), renderInstructions(task, limits, options.label, this.grader.judge.id), { mode: 0o444 });
-    workspaceOf(task, dir).prepare(writableDirs);
+    workspaceOf(task, dir, limits).prepare(writableDirs);
     this.store.insertRun({
       id,
       task_id: task.id,
@@ -218,7 +260,7 @@ export class Engine {
    * The task a new run gets, checked before anything is written: a full-tier task's runtime and prepared assets are
    * checked, so that a run on missing or changed assets is refused naming the a2rl prepare command.
    */
-  taskFor({ taskId, baseModel }: Pick<CreateRunOptions, 'taskId' | 'baseModel'>): Task {
+  async taskFor({ taskId, baseModel }: Pick<CreateRunOptions, 'taskId' | 'baseModel'>): Promise<Task> {
     requireJudgeFor(getTaskFile(taskId), this.grader.judge);
     if (getTaskFile(taskId).tier === 'micro' && baseModel !== undefined) {
       throw new A2rlError('INVALID_INPUT', `${taskId} is a micro-tier task and ships its own base model; drop --base-model.`);
@@ -230,38 +272,59 @@ export class Engine {
    * The task a run is served with: a micro task as shipped, a full-tier one resolved on the run's base model (its
    * assets verified once per process and model).
    */
-  private taskOf(row: Pick<RunRow, 'task_id' | 'base_model'>): Task {
+  private async taskOf(row: Pick<RunRow, 'task_id' | 'base_model'>): Promise<Task> {
     if (getTaskFile(row.task_id).tier === 'micro') return getTask(row.task_id);
     const key = `${row.task_id}\0${row.base_model ?? ''}`;
     let task = this.fullTasks.get(key);
     if (!task) {
+      // Verifying a model's files takes seconds; the server answers its other runs meanwhile, and runs that start
+      // together share one verification. A refusal is not kept: the operator may prepare the assets and try again.
       task = resolveFullTask(row.task_id, this.home, row.base_model ?? undefined);
       this.fullTasks.set(key, task);
+      task.catch(() => this.fullTasks.get(key) === task && this.fullTasks.delete(key));
     }
     return task;
   }
 
   /** Serves a run this process owns: its sandbox, budget enforcement, the baseline grade. */
   private async serveRun(row: RunRow): Promise<Run> {
-    const task = this.taskOf(row);
-    const workspace = workspaceOf(task, row.dir);
-    const sandbox = await this.backend.create({
-      name: row.id,
-      mounts: [...workspace.sandboxMounts(), ...task.pythonRuntime.mounts],
-      // The store, all runs and the package (graders, evaluation data) stay invisible even where a system path would hold them.
-      hidden: [this.home, packageRoot],
-      env: { PYTHONPATH: '/workspace/lib', PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1', ...task.pythonRuntime.env },
-      workdir: '/workspace',
-      // Where the backend limits the sandbox as a whole: room for every job a run may have at once, and an exec.
-      limits: {
-        cpus: task.jobs.cpus * (maxConcurrentJobs + 1),
-        memoryBytes: task.jobs.memoryMb * 2 ** 20 * (maxConcurrentJobs + 1),
-        pids: task.jobs.pids * (maxConcurrentJobs + 1),
-      },
-    });
-    const instructions = readFileSync(join(row.dir, 'instructions.md'), 'utf8');
+    const task = await this.taskOf(row);
+    const limits = JSON.parse(row.budget) as BudgetLimits;
+    this.requireSearchFor(row.task_id, limits);
+    const workspace = workspaceOf(task, row.dir, limits);
     const record = eventRecorder(this.store, row.id, row.created_at);
-    const run = new Run(this.services, row, task, JSON.parse(row.budget) as BudgetLimits, workspace, sandbox, instructions, record);
+    // The search channel's socket, bound into the sandbox: the one way out of it, answered by this process.
+    const search = limits.searchQueries
+      ? await this.search!.open({ id: row.id, dir: row.dir, limit: limits.searchQueries, record }, this.store)
+      : undefined;
+    const channel = search?.sandboxMount();
+    const sandbox = await this.backend
+      .create({
+        name: row.id,
+        mounts: [...workspace.sandboxMounts(), ...task.pythonRuntime.mounts, ...(channel ? [channel.mount] : [])],
+        // The store, all runs and the package (graders, evaluation data) stay invisible even where a system path would hold them.
+        hidden: [this.home, packageRoot],
+        env: {
+          PYTHONPATH: '/workspace/lib',
+          PYTHONDONTWRITEBYTECODE: '1',
+          PYTHONUNBUFFERED: '1',
+          ...task.pythonRuntime.env,
+          ...channel?.env,
+        },
+        workdir: '/workspace',
+        // Where the backend limits the sandbox as a whole: room for every job a run may have at once, and an exec.
+        limits: {
+          cpus: task.jobs.cpus * (maxConcurrentJobs + 1),
+          memoryBytes: task.jobs.memoryMb * 2 ** 20 * (maxConcurrentJobs + 1),
+          pids: task.jobs.pids * (maxConcurrentJobs + 1),
+        },
+      })
+      .catch(async (error: unknown) => {
+        await search?.close();
+        throw error;
+      });
+    const instructions = readFileSync(join(row.dir, 'instructions.md'), 'utf8');
+    const run = new Run(this.services, row, task, limits, workspace, sandbox, instructions, record, search);
     this.runs.set(row.id, run);
     void this.gradeBaseline(run).catch(() => undefined);
     return run;
@@ -283,7 +346,7 @@ export class Engine {
   private async adopt(id: string): Promise<Run> {
     const row = this.store.getRun(id);
     if (!row) throw new A2rlError('NOT_FOUND', `No run "${id}" in this server's store; create one with a2rl runs create.`);
-    this.checkGraderVersion(row);
+    await this.checkGraderVersion(row);
     if (row.owner !== this.owner && (ownerAlive(row.owner) || !this.store.claimRun(id, row.owner, this.owner))) {
       throw new A2rlError(
         'CONFLICT',
@@ -295,8 +358,8 @@ export class Engine {
     return run;
   }
 
-  private checkGraderVersion(row: RunRow): void {
-    const version = this.grader.version(this.taskOf(row));
+  private async checkGraderVersion(row: RunRow): Promise<void> {
+    const version = this.grader.version(await this.taskOf(row));
     if (row.grader_version !== version) {
       throw new A2rlError(
         'CONFLICT',
@@ -318,7 +381,7 @@ export class Engine {
     }
     run.record('run', event, { owner: this.owner });
     for (const submission of this.store.listUnfinishedSubmissions()) {
-      if (submission.run_id === row.id) this.regrade(row, submission);
+      if (submission.run_id === row.id) await this.regrade(row, submission);
     }
     return run;
   }
@@ -335,7 +398,7 @@ export class Engine {
       throw new A2rlError('INVALID_INPUT', `Run ${id} is served over HTTP: connect to a2rl serve --http with its token instead.`);
     }
     if (row.state === 'ended') throw new A2rlError('RUN_ENDED', `Run ${id} has ended (${row.end_reason}); a2rl run starts a new one.`);
-    this.checkGraderVersion(row);
+    await this.checkGraderVersion(row);
     if (ownerAlive(row.owner) && !isAncestor(ownerPid(row.owner))) {
       throw new A2rlError(
         'CONFLICT',
@@ -360,10 +423,14 @@ export class Engine {
     const record = eventRecorder(this.store, id, row.created_at);
     await markJobsOfStoppedServersLost(this.store, this.backend, this.logger, id);
     if (this.store.endRun(id, reason, Date.now())) record('run', 'ended', { reason });
-    for (const submission of this.store.listUnfinishedSubmissions()) {
-      if (submission.run_id === id) this.regrade(row, submission);
+    if (!this.integrityStarted.has(id)) {
+      this.integrityStarted.add(id);
+      this.integrity.start(id);
     }
-    void this.gradeBaseline({ id, dir: row.dir, task: this.taskOf(row), record }).catch(() => undefined);
+    for (const submission of this.store.listUnfinishedSubmissions()) {
+      if (submission.run_id === id) await this.regrade(row, submission);
+    }
+    void this.gradeBaseline({ id, dir: row.dir, task: await this.taskOf(row), record }).catch(() => undefined);
   }
 
   /**
@@ -410,6 +477,17 @@ export class Engine {
     for (const run of this.runs.values()) {
       run.enforceBudget().catch((error: unknown) => this.logger.error({ err: error, run: run.id }, 'budget check failed'));
     }
+    this.checkEndedRuns();
+  }
+
+  /** Starts the contamination check of each served run that ended and whose agent jobs all stopped (so its files are final). */
+  private checkEndedRuns(): void {
+    for (const run of this.runs.values()) {
+      if (run.state !== 'ended' || this.integrityStarted.has(run.id)) continue;
+      if (this.store.listJobs(run.id, agentJobKinds).some((job) => job.state === 'running')) continue;
+      this.integrityStarted.add(run.id);
+      this.integrity.start(run.id);
+    }
   }
 
   /**
@@ -422,17 +500,21 @@ export class Engine {
     this.closed = true;
     clearInterval(this.ticker);
     await Promise.all([...this.runs.values()].map((run) => this.jobs.stopRun(run.id, 'cancelled', 'the server stopped', agentJobKinds)));
+    this.checkEndedRuns();
     await this.grader.drain();
+    await this.integrity.drain();
     await this.jobs.stopAll('the server stopped');
     // A run's sandbox (Docker: its container) goes with the server; an adopting server makes a new one.
     await Promise.all([...this.runs.values()].map((run) => run.sandbox.destroy()));
+    await Promise.all([...this.runs.values()].map((run) => run.search?.close()));
+    this.search?.close();
     await this.backend.dispose();
     this.store.close();
   }
 }
 
 /** What the workspace shows: the run's own folders, and the task's data, model and libraries read-only. */
-function workspaceOf(task: Task, dir: string): Workspace {
+function workspaceOf(task: Task, dir: string, limits: BudgetLimits): Workspace {
   const skeleton = join(dir, 'skeleton');
   return new Workspace(join(dir, 'workspace'), [
     { path: 'instructions.md', source: join(dir, 'instructions.md') },
@@ -440,6 +522,9 @@ function workspaceOf(task: Task, dir: string): Workspace {
     { path: 'models', source: join(skeleton, 'models') },
     { path: 'models/base', source: task.paths.baseModel },
     { path: 'lib', source: join(skeleton, 'lib') },
-    ...task.libraries.map((library) => ({ path: `lib/${library.name}`, source: library.source })),
+    ...[...task.libraries, ...(limits.searchQueries ? [searchClientLibrary] : [])].map((library) => ({
+      path: `lib/${library.name}`,
+      source: library.source,
+    })),
   ]);
 }

@@ -53,7 +53,7 @@ ${task.jobs.cpus} CPU(s) and ${task.jobs.memoryMb} MiB of memory per job; \`pip 
 | wall clock | ${formatDuration(limits.wallSeconds)} | time since the run started, connected or not |
 | compute | ${formatDuration(limits.computeSeconds)} | CPU time of your \`exec\`, training and rollout jobs (a job on 2 cores spends 2 s per second) |
 | submissions | ${limits.submissions} | checkpoints submitted for grading; identical content counts once |
-| rollout episodes | ${limits.rolloutEpisodes} | episodes sampled by \`launch_rollouts\` |
+| rollout episodes | ${limits.rolloutEpisodes} | episodes sampled by \`launch_rollouts\` |${searchRow(limits)}
 
 The server enforces it: when compute runs out, running jobs are stopped (TERM, then KILL after 5 s) and no new job
 starts; when the wall clock runs out, the run ends. Grading is not charged. Check \`budget_status\` as you go.
@@ -91,7 +91,13 @@ Submitting the base model unchanged is refused.
 function tierRows(task: Task): string {
   if (task.tier === 'full') {
     return `| \`models/base/\` | the base model, \`${task.modelId}\` (a Hugging Face folder: \`config.json\`, \`*.safetensors\`, tokenizer) | read-only |
-| \`lib/hflm/\` | the grader's prompts, generation, scoring and submission checks (\`import hflm\`) | read-only |`;
+| \`lib/hflm/\` | the grader's prompts, generation, scoring and submission checks (\`import hflm\`) | read-only |${task.libraries
+      .filter((library) => library.name !== task.library)
+      .map(
+        (standin) =>
+          `\n| \`lib/${standin.name}/\` | a stand-in for the upstream \`${standin.name}\` package (its API, over this host's fixture data; \`import ${standin.name}\`) | read-only |`,
+      )
+      .join('')}`;
   }
   return `| \`models/base/\` | the base model checkpoint (\`config.json\`, \`model.pt\`) | read-only |
 | \`lib/microlm/\` | model, tokenizer, checkpoint and decoding code (\`import microlm\`) | read-only |
@@ -103,4 +109,13 @@ function runtimeLine(task: Task): string {
   return task.tier === 'full'
     ? `Jobs run \`python3\` (first on \`PATH\`: \`${task.pythonRuntime.python}\`) with PyTorch, transformers, PEFT, TRL, datasets and accelerate`
     : 'Jobs run `/usr/bin/python3` with PyTorch (CPU) and NumPy';
+}
+
+/** The budget's row for search queries, where the run has a search channel: the sandbox's one way to the web. */
+function searchRow(limits: BudgetLimits): string {
+  if (!limits.searchQueries) return '';
+  return (
+    `\n| search queries | ${limits.searchQueries} | web searches from the sandbox through the server: ` +
+    '`from a2rl_search import search` (`lib/a2rl_search`); every query counts, answered from the cache or not |'
+  );
 }

@@ -5,6 +5,7 @@ import { sha256 } from '../util/hashing.js';
 import type { Run } from './run.js';
 import type { JobRow } from '../store/store.js';
 import type { JobCost } from '../jobs/job-manager.js';
+import { gpuDemandEnv } from '../grading/grader.js';
 import { judgeAgainstReferences } from '../grading/judge/judge.js';
 import type { SafeDir } from '../util/safe-fs.js';
 import { type ResolvedPath, sandboxWorkspace, type Workspace } from './workspace.js';
@@ -18,8 +19,11 @@ export interface RolloutRequest {
   seed?: number;
   /** Torch threads of the sampler; at most the job's CPUs. */
   threads: number;
-  /** GPUs of the job, checked by Run.checkGpuRequest. */
-  gpus: number;
+  /**
+   * GPUs of the job, checked by Run.checkGpuRequest. Omitted: one for a full-tier task where the server has GPUs
+   * (its sampler decodes a Hugging Face model, which on CPU would not finish), else none.
+   */
+  gpus?: number;
 }
 
 export interface RolloutSummary {
@@ -62,6 +66,7 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
   if (request.threads > cpus) {
     throw new A2rlError('INVALID_INPUT', `threads (${request.threads}) is more than a job's ${cpus} CPU(s); use 1 to ${cpus}.`);
   }
+  const gpus = rolloutGpus(run, request.gpus);
   const checkpoint = run.workspace.resolve(request.checkpoint, 'read');
   if (!isCheckpointFolder(run.workspace, checkpoint, task.checkpoint.required)) {
     throw new A2rlError(
@@ -88,7 +93,9 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
     // As many CPUs as sampler threads: the sandbox sizes the BLAS and OpenMP pools to a job's CPUs, and pools wider
     // than torch's threads would spin, charged to the run as compute the agent did not ask for.
     limits: run.jobLimits({ cpus: request.threads }),
-    gpuCount: request.gpus,
+    gpuCount: gpus,
+    // Given GPUs (or with the GPU runtime forced), the sampler decodes on them or fails the batch saying why: never on CPU.
+    env: gpuDemandEnv(task, gpus),
     episodesRequested: request.episodes,
     collect: async (state, cost) => {
       const summary = await collectBatch(run, out, request.episodes, cost);
@@ -102,6 +109,24 @@ export async function launchRollouts(run: Run, request: RolloutRequest): Promise
     },
   });
   return { job, out };
+}
+
+/**
+ * A rollout batch's GPUs: as asked (within what one job can get), by default one for a full-tier task on a server
+ * with GPUs. There a full-tier batch must hold one: the same rule as its grading, no decoding of a Hugging Face model
+ * on CPU.
+ */
+function rolloutGpus(run: Run, asked: number | undefined): number {
+  const pool = run.gpuPool();
+  const onGpu = run.task.tier === 'full' && pool > 0;
+  const gpus = run.checkGpuRequest(asked ?? (onGpu ? 1 : 0));
+  if (onGpu && gpus === 0) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `On this server ${run.task.id}'s rollouts sample on a GPU (it has ${pool} per job): ask for gpus: 1 to ${pool}, or leave gpus out for 1.`,
+    );
+  }
+  return gpus;
 }
 
 /** Most bytes of a rollout file the server reads back: the agent can write to it too. */

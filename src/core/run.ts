@@ -11,9 +11,11 @@ import type { JobRequest } from '../jobs/job-manager.js';
 import type { GradeRow, JobKind, JobRow, JobState, RunRow, SubmissionRow } from '../store/store.js';
 import type { Task } from '../tasks/task.js';
 import type { Judge } from '../grading/judge/judge.js';
+import type { GradingStatus } from '../grading/grader.js';
 import { type Snapshot, discardSnapshot, snapshotDirectory } from '../store/submission-snapshots.js';
 import type { SafeDir } from '../util/safe-fs.js';
 import type { Logger } from '../util/logger.js';
+import type { SearchChannel } from '../search/channel.js';
 import type { RunServices } from './services.js';
 import { type GradedSubmission, gradedSubmissions, startGrading } from './submissions.js';
 import type { Workspace } from './workspace.js';
@@ -84,8 +86,19 @@ export class Run {
     readonly sandbox: SandboxInstance,
     readonly instructions: string,
     readonly record: RecordEvent,
+    /** The run's search channel, where its budget allows search queries. */
+    readonly search?: SearchChannel,
   ) {
     this.calls = new TokenBucket(services.limits.callsPerSecond, 2 * services.limits.callsPerSecond);
+    search?.admitThrough(this);
+  }
+
+  /** Why the sandbox may make no search query now (the channel counts the queries themselves), or undefined. */
+  searchRefusal(): A2rlError | undefined {
+    const { row, budget } = this.status();
+    if (row.state === 'ended') return new A2rlError('RUN_ENDED', `This run has ended (${row.end_reason}); no search can be made.`);
+    if (budget.wall_seconds.left <= 0) return new A2rlError('BUDGET_EXHAUSTED', 'The wall-clock budget is spent; the run is over.');
+    return undefined;
   }
 
   /** Admits one tool call, or refuses it past the run's call rate: a looping agent cannot flood the server. */
@@ -197,6 +210,11 @@ export class Run {
     return this.cachedGrade(this.task.baseModelHash);
   }
 
+  /** Where the base model's grading stands: graded, in flight, failed with the reason (a GPU it cannot use), or not started. */
+  baselineStatus(): GradingStatus {
+    return this.services.grader.status(this.task, this.task.baseModelHash);
+  }
+
   /** This run's graded submissions in order, with both scores. */
   gradedSubmissions(): GradedSubmission[] {
     return gradedSubmissions(this.services.store, this.row);
@@ -205,7 +223,7 @@ export class Run {
   /** Starts one of the agent's jobs in the run's sandbox, charged to its budget. */
   async startJob(
     kind: 'exec' | 'training' | 'rollouts',
-    job: Pick<JobRequest, 'command' | 'argv' | 'limits' | 'gpuCount' | 'timeoutMs' | 'episodesRequested' | 'collect'>,
+    job: Pick<JobRequest, 'command' | 'argv' | 'limits' | 'gpuCount' | 'timeoutMs' | 'episodesRequested' | 'collect' | 'env'>,
   ): Promise<JobRow> {
     // exec stays allowed over the quota (it is how the agent deletes files): only long jobs need a fresh figure.
     if (kind !== 'exec') await this.measureDisk();
@@ -406,13 +424,13 @@ export class Run {
   }
 
   budget(): BudgetReport {
-    return budgetReport(this.limits, this.services.store.usage(this.id), this.wallSeconds());
+    return budgetReport(this.limits, this.services.store.usage(this.id), this.wallSeconds(), this.search?.used);
   }
 
   /** The run's row and its budget, read together (one check of the store for changes). */
   status(): { row: Readonly<RunRow>; budget: BudgetReport } {
     const { row, usage } = this.services.store.runStatus(this.id)!;
-    return { row, budget: budgetReport(this.limits, usage, this.wallSeconds()) };
+    return { row, budget: budgetReport(this.limits, usage, this.wallSeconds(), this.search?.used) };
   }
 
   /**
@@ -544,5 +562,6 @@ export class Run {
     this.record('run', 'ended', { reason, budget: this.budget() });
     await this.services.jobs.stopRun(this.id, jobState, `the run ended: ${reason}`, agentJobKinds);
     await this.sandbox.destroy();
+    await this.search?.close();
   }
 }

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
 import type { SandboxBackend } from '../../sandbox/contract.js';
-import { A2rlError } from '../util/errors.js';
+import { A2rlError, isA2rlError } from '../util/errors.js';
 import type { JobManager } from '../jobs/job-manager.js';
 import type { Judge } from './judge/judge.js';
 import { graderKind } from './kinds/index.js';
@@ -26,16 +26,26 @@ export const gradingPids: Readonly<Record<Tier, number>> = { micro: 64, full: 40
 
 /**
  * A grading sandbox's variables. A full-tier grader's thread pools are sized to its CPUs (`threadPoolEnv`), and it
- * is told when it must decode on a GPU (A2RL_REQUIRE_GPU=1): when the grading holds GPUs, or when the operator
- * forced the GPU runtime (A2RL_FULL_GPU=1 in the server's environment). It then fails, saying why (a CPU build of
- * torch, no device nodes, a vLLM that does not load), rather than decode on CPU, where a full grading cannot finish.
+ * is told when it must decode on a GPU (`gpuDemandEnv`). It then fails, saying why (a CPU build of torch, no device
+ * nodes, a vLLM that does not load, out of GPU memory), rather than decode on CPU, where a full grading cannot finish.
  */
 export function gradingEnvironment(task: Task, gradingGpus: number, serverEnv: NodeJS.ProcessEnv = process.env): Record<string, string> {
   const base = { PYTHONPATH: `${gradingRoot}/lib`, PYTHONDONTWRITEBYTECODE: '1', PYTHONUNBUFFERED: '1', ...task.pythonRuntime.env };
   if (task.tier !== 'full') return base;
-  const gpuRequired = gradingGpus > 0 || serverEnv.A2RL_FULL_GPU === '1';
-  return { ...base, ...threadPoolEnv(task.grader.cpus), ...(gpuRequired ? { A2RL_REQUIRE_GPU: '1' } : {}) };
+  return { ...base, ...threadPoolEnv(task.grader.cpus), ...gpuDemandEnv(task, gradingGpus, serverEnv) };
 }
+
+/**
+ * The variable that makes a full-tier process (a grading, a rollout batch) decode on a GPU or fail saying why
+ * (hflm.gpu: A2RL_REQUIRE_GPU=1): when it holds GPUs, or when the operator forced the GPU runtime (A2RL_FULL_GPU=1
+ * in the server's environment). Never for micro tasks, which are CPU-only by design.
+ */
+export function gpuDemandEnv(task: Task, gpus: number, serverEnv: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  return task.tier === 'full' && (gpus > 0 || serverEnv.A2RL_FULL_GPU === '1') ? { A2RL_REQUIRE_GPU: '1' } : {};
+}
+
+/** Where grading some content stands (`Grader.status`). */
+export type GradingStatus = { state: 'graded'; grade: GradeRow } | { state: 'grading' | 'unstarted' } | { state: 'failed'; error: string };
 
 export interface GradeRequest {
   task: Task;
@@ -60,6 +70,8 @@ export interface GradeRequest {
 export class Grader {
   private readonly limit: ReturnType<typeof pLimit>;
   private readonly inFlight = new Map<string, Promise<GradeRow>>();
+  /** Why the last grading of a key failed, until it is graded again: a failed baseline is shown with its reason. */
+  private readonly failures = new Map<string, string>();
 
   constructor(
     private readonly store: Store,
@@ -93,13 +105,33 @@ export class Grader {
   grade(request: GradeRequest): Promise<GradeRow> {
     const cached = this.cached(request.task, request.contentHash);
     if (cached) return Promise.resolve(cached);
-    const key = `${request.task.id}:${this.version(request.task)}:${request.contentHash}`;
+    const key = this.key(request.task, request.contentHash);
     let grading = this.inFlight.get(key);
     if (!grading) {
-      grading = this.limit(() => this.run(request)).finally(() => this.inFlight.delete(key));
+      this.failures.delete(key);
+      grading = this.limit(() => this.run(request))
+        .catch((error: unknown) => {
+          this.failures.set(key, isA2rlError(error) ? error.message : `grading failed: ${String(error)}`);
+          throw error;
+        })
+        .finally(() => this.inFlight.delete(key));
       this.inFlight.set(key, grading);
     }
     return grading;
+  }
+
+  /** Where grading some content of a task stands: graded, in flight (or queued), failed with the reason, or never started here. */
+  status(task: Task, contentHash: string): GradingStatus {
+    const grade = this.cached(task, contentHash);
+    if (grade) return { state: 'graded', grade };
+    const key = this.key(task, contentHash);
+    if (this.inFlight.has(key)) return { state: 'grading' };
+    const error = this.failures.get(key);
+    return error === undefined ? { state: 'unstarted' } : { state: 'failed', error };
+  }
+
+  private key(task: Task, contentHash: string): string {
+    return `${task.id}:${this.version(task)}:${contentHash}`;
   }
 
   private async run(request: GradeRequest): Promise<GradeRow> {

@@ -1,5 +1,10 @@
 import { accessSync, constants, existsSync } from 'node:fs';
 import { delimiter, join, resolve } from 'node:path';
+import type { ModelActivity } from '../transcripts/model-activity.js';
+import type { TranscriptText } from '../transcripts/json-lines.js';
+import { claudeCodeTranscript } from '../transcripts/readers/claude-code.js';
+import { codexTranscript } from '../transcripts/readers/codex.js';
+import { geminiCliTranscript } from '../transcripts/readers/gemini-cli.js';
 import { A2rlError } from '../util/errors.js';
 import { cliEntry, packageRoot } from '../util/paths.js';
 import { loadReplay, replayWithFilesInlined } from './replay.js';
@@ -53,29 +58,10 @@ export interface AgentKind {
   environment: readonly string[];
   invocation(context: LaunchContext): AgentInvocation;
   /** Whether its model completed a turn, read from its transcript (and stderr); undefined for agents without a model (replays, commands). */
-  modelActivity?(transcript: string, stderr: string): ModelActivity;
+  modelActivity?(transcript: TranscriptText, stderr: string): ModelActivity;
 }
 
-/** What an agent's transcript says of its model: whether a turn completed, and the last error a model call ended with. */
-export interface ModelActivity {
-  answered: boolean;
-  lastError: string | undefined;
-}
-
-/** The JSON objects of a JSONL transcript; lines that are not JSON (a CLI's warnings) are skipped. */
-function* jsonLines(text: string): Generator<Record<string, any>> {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    try {
-      yield JSON.parse(line) as Record<string, any>;
-    } catch {
-      // A line cut at the deadline.
-    }
-  }
-}
-
-/** An error as a reason: one line, short enough to read in a table. */
-const errorText = (error: unknown) => String(error).replace(/\s+/g, ' ').trim().slice(0, 300);
+export type { ModelActivity };
 
 /** The `mcpServers` JSON that Claude Code, the replay agent and `command:` agents read. */
 export function mcpServersJson(endpoint: McpEndpoint): string {
@@ -121,18 +107,8 @@ const claudeCode: AgentKind = {
   transcript: 'stream-json (one JSON event per line)',
   versionArgs: ['--version'],
   environment: ['ANTHROPIC_*', 'CLAUDE_CODE_*'],
-  // A model turn: an assistant message from the model; an API error is reported as a "<synthetic>" one.
-  modelActivity: (transcript) => {
-    const activity: ModelActivity = { answered: false, lastError: undefined };
-    for (const event of jsonLines(transcript)) {
-      if (event.type === 'assistant' && event.message?.model !== '<synthetic>') activity.answered = true;
-      else if (event.type === 'assistant') activity.lastError = errorText(event.message?.content?.[0]?.text ?? 'an API error');
-      else if (event.type === 'system' && event.subtype === 'api_retry')
-        activity.lastError = errorText(`HTTP ${event.error_status ?? 'error'} (${event.error ?? 'unknown'}), retry ${event.attempt}`);
-      else if (event.type === 'result' && event.is_error) activity.lastError = errorText(event.result ?? event.subtype);
-    }
-    return activity;
-  },
+  // Read by the transcripts package, which reads the rest of its transcript too.
+  modelActivity: claudeCodeTranscript.modelActivity,
   invocation: ({ endpoint, prompt, model, agentDir, extraArgs }) => {
     const config = join(agentDir, 'mcp.json');
     return {
@@ -194,17 +170,7 @@ const codex: AgentKind = {
   transcript: 'exec --json (one JSON event per line)',
   versionArgs: ['--version'],
   environment: ['OPENAI_*', 'CODEX_*'],
-  // A model turn: a completed turn, or any completed item (a message, a tool call); errors are events of their own.
-  modelActivity: (transcript) => {
-    const activity: ModelActivity = { answered: false, lastError: undefined };
-    for (const event of jsonLines(transcript)) {
-      if (event.type === 'turn.completed' || (event.type === 'item.completed' && event.item?.type !== 'error')) activity.answered = true;
-      else if (event.type === 'error') activity.lastError = errorText(event.message);
-      else if (event.type === 'turn.failed') activity.lastError = errorText(event.error?.message);
-      else if (event.type === 'item.completed') activity.lastError = errorText(event.item.message);
-    }
-    return activity;
-  },
+  modelActivity: codexTranscript.modelActivity,
   invocation: ({ endpoint, prompt, model, homeDir, extraArgs }): AgentInvocation => {
     const timeouts = { startup_timeout_sec: 60, tool_timeout_sec: 120 };
     // required: Codex waits for the server and fails without it; approve: write tools are not refused under approval "never".
@@ -288,21 +254,7 @@ const geminiCli: AgentKind = {
   transcript: 'stream-json (one JSON event per line)',
   versionArgs: ['--version'],
   environment: ['GEMINI_*', 'GOOGLE_*'],
-  // A model turn: an assistant message or a tool call. Errors it retries go to stderr only ("Attempt 2 failed with status 503…").
-  modelActivity: (transcript, stderr) => {
-    const activity: ModelActivity = { answered: false, lastError: undefined };
-    for (const event of jsonLines(transcript)) {
-      if ((event.type === 'message' && event.role === 'assistant') || event.type === 'tool_use') activity.answered = true;
-      else if (event.type === 'error') activity.lastError = errorText(event.message);
-      else if (event.type === 'result' && event.status === 'error') activity.lastError = errorText(event.error?.message);
-    }
-    const retried = stderr
-      .split('\n')
-      .filter((line) => /failed with status \d{3}/.test(line))
-      .at(-1);
-    if (activity.lastError === undefined && retried) activity.lastError = errorText(retried);
-    return activity;
-  },
+  modelActivity: geminiCliTranscript.modelActivity,
   invocation: ({ endpoint, prompt, model, homeDir, extraArgs }) => {
     // User settings in the private HOME: read whoever owns them (a system settings file is skipped unless root owns it and every folder above it).
     const settings = join(homeDir, '.gemini', 'settings.json');

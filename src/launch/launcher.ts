@@ -1,6 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import pLimit from 'p-limit';
@@ -19,6 +19,7 @@ import { relayEntry, startStdioBridge, type StdioBridge } from './bridge.js';
 import { agentInstallRoot, assertJailable, jailCommand, jailSocketPath } from './jail.js';
 import { type GroupOutcome, runProcessGroup } from './process-group.js';
 import { taskPrompt } from './prompt.js';
+import { fileLines } from '../transcripts/json-lines.js';
 
 export interface LaunchOptions {
   /** claude-code, codex, gemini-cli, replay:FILE or command:'…'. */
@@ -73,7 +74,7 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
   const executable = findExecutable(agent);
   const agentPaths = jailedAgentPaths(executable, options.agentBinds ?? [], engine.home);
   const environment = agentEnvironment(agent.environment, options.agentEnv ?? []);
-  const task = engine.taskFor({ taskId: options.task, baseModel: options.baseModel });
+  const task = await engine.taskFor({ taskId: options.task, baseModel: options.baseModel });
   if (!Number.isInteger(options.repeats) || options.repeats < 1) {
     throw new A2rlError('INVALID_INPUT', '--repeats takes a whole number of runs, at least 1.');
   }
@@ -157,7 +158,7 @@ async function launchWithRetry(engine: Engine, agent: AgentKind, launch: OneLaun
 }
 
 async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, retryOf: string | null): Promise<LaunchedRun> {
-  const row = engine.prepareRun({ taskId: launch.task, budget: launch.budget, label: launch.label, baseModel: launch.baseModel });
+  const row = await engine.prepareRun({ taskId: launch.task, budget: launch.budget, label: launch.label, baseModel: launch.baseModel });
   const record = eventRecorder(engine.store, row.id, row.created_at);
   const limits = JSON.parse(row.budget) as BudgetLimits;
   const agentDir = join(row.dir, 'agent');
@@ -184,7 +185,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     });
     endpoint = { kind: 'stdio', command: process.execPath, args: [relayEntry, jailSocketPath] };
   }
-  const prompt = taskPrompt(engine.taskFor({ taskId: launch.task, baseModel: launch.baseModel }), limits, engine.grader.judge.id);
+  const prompt = taskPrompt(await engine.taskFor({ taskId: launch.task, baseModel: launch.baseModel }), limits, engine.grader.judge.id);
   writeFileSync(join(agentDir, 'prompt.md'), prompt);
   const invocation = agent.invocation({ endpoint, prompt, model: launch.model, agentDir, homeDir, extraArgs: launch.agentArgs ?? [] });
   for (const file of invocation.files) {
@@ -341,10 +342,26 @@ function infrastructureFailure(
   return abnormalExit ? `the agent ${how}${lastError}` : null;
 }
 
-/** The agent's model activity from its transcript and stderr, for agents driven by a model. */
+/**
+ * The agent's model activity from its transcript and stderr, for agents driven by a model. The transcript is read a
+ * line at a time (an agent can make it larger than one string holds); of stderr, the last MiB, where retries end.
+ */
 function modelActivityOf(agent: AgentKind, transcript: string, stderr: string): ModelActivity | undefined {
-  const read = (path: string) => (existsSync(path) ? readFileSync(path, 'utf8') : '');
-  return agent.modelActivity?.(read(transcript), read(stderr));
+  if (!agent.modelActivity) return undefined;
+  return agent.modelActivity(existsSync(transcript) ? fileLines(transcript) : '', existsSync(stderr) ? tailOf(stderr, 2 ** 20) : '');
+}
+
+/** The last `bytes` of a file, as text. */
+function tailOf(path: string, bytes: number): string {
+  const fd = openSync(path, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    const buffer = Buffer.alloc(Math.min(size, bytes));
+    readSync(fd, buffer, 0, buffer.length, size - buffer.length);
+    return buffer.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** How a run stopped at its wall-clock deadline ends, on either transport: the words its server uses. */

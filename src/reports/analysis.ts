@@ -4,6 +4,9 @@ import type { BudgetLimits } from '../tasks/budget.js';
 import { codeSnapshotsOf } from '../store/code-snapshots.js';
 import type { Store } from '../store/store.js';
 import { baselineGradeOf } from '../core/submissions.js';
+import { combineRoutes, type Route, type RouteReading, readRoute } from './route.js';
+
+export { detectRoute, type Route } from './route.js';
 
 /**
  * Post-hoc summary of a run from its recorded events: metrics, one iteration per
@@ -56,8 +59,6 @@ export interface RunFacts {
   code: Record<string, Record<string, string>>;
 }
 
-/** expert_iteration: fine-tuning on the policy's own rewarded samples (rejection sampling), the simplest RL route. */
-export type Route = 'sft' | 'expert_iteration' | 'grpo' | 'ppo' | 'reinforce' | 'copy_of_base' | 'unknown';
 export type Outcome = 'new_best' | 'above_baseline' | 'not_above_baseline' | 'grading_failed' | 'pending';
 export type FailureType =
   'code_error' | 'training_diverged' | 'rollout_logic_wrong' | 'timeout_no_submission' | 'copy_model_fallback' | 'unknown';
@@ -97,6 +98,8 @@ export interface Iteration {
   t_s: number;
   scores: ScorePair | null;
   route: Route;
+  /** What the route was read from: the programs the training commands started and the branches their arguments chose. */
+  route_basis: string;
   uses_rollouts: boolean;
   rollout_episodes: number;
   training_jobs: Array<{ job_id: number; state: string; command: string }>;
@@ -333,6 +336,12 @@ function buildIterations(
 ): Iteration[] {
   let bestSoFar = Number.NEGATIVE_INFINITY;
   let previousS = Number.NEGATIVE_INFINITY;
+  // Later submissions often come from the same job: each job's code is read once.
+  const routes = new Map<number, RouteReading>();
+  const routeOf = (job: JobFact) => {
+    if (!routes.has(job.job_id)) routes.set(job.job_id, readRoute(job.command, job.code_tree ? facts.code[job.code_tree] : undefined));
+    return routes.get(job.job_id)!;
+  };
   return submissions.map((submission, i) => {
     const training = jobs.filter((j) => j.kind === 'training' && j.start_s <= submission.t_s);
     const inWindow = training.filter((j) => j.start_s > previousS);
@@ -344,7 +353,17 @@ function buildIterations(
     const trained = behind.some((j) => j.state === 'succeeded');
     const source = behind.map((j) => trainingSource(facts, j)).join('\n');
     const copy = !trained || isBaseCopy(submission);
-    const route: Route = copy ? 'copy_of_base' : detectRoute(source);
+    // The model came from the jobs that succeeded (a failed attempt trained nothing), and of those, from the ones
+    // that name the submitted folder where any does.
+    const succeeded = behind.filter((j) => j.state === 'succeeded');
+    const writesSubmitted = succeeded.filter((j) => namesPath(j.command, submission.path));
+    const reading = combineRoutes((writesSubmitted.length > 0 ? writesSubmitted : succeeded).map(routeOf));
+    const route: Route = copy ? 'copy_of_base' : reading.route;
+    const routeBasis = copy
+      ? trained
+        ? 'scores equal the baseline on both halves'
+        : 'no training job succeeded before it'
+      : reading.basis;
     const hyperparameters = Object.assign({}, ...behind.map((j) => hyperparametersOf(j.command, codeOf(facts, j))));
 
     let outcome: Outcome;
@@ -382,6 +401,7 @@ function buildIterations(
       t_s: submission.t_s,
       scores: submission.scores,
       route,
+      route_basis: routeBasis,
       uses_rollouts: rollouts.length > 0 || /rollouts\//.test(source),
       rollout_episodes: rolloutEpisodes,
       training_jobs: behind.map((j) => ({ job_id: j.job_id, state: j.state, command: j.command })),
@@ -394,6 +414,13 @@ function buildIterations(
   });
 }
 
+/** Whether a command names a path (`output/final`, not `output/final2`). */
+function namesPath(command: string, path: string): boolean {
+  const clean = path.replace(/^\/workspace\//, '').replace(/\/+$/, '');
+  if (!clean) return false;
+  return new RegExp(`(^|[\\s='"/])${clean.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?=$|[\\s'"/])`).test(command);
+}
+
 /** The code a training job ran: the files its command names, else its whole code snapshot. */
 function codeOf(facts: RunFacts, job: JobFact): string {
   const files = job.code_tree ? facts.code[job.code_tree] : undefined;
@@ -404,19 +431,6 @@ function codeOf(facts: RunFacts, job: JobFact): string {
 
 function trainingSource(facts: RunFacts, job: JobFact): string {
   return `${job.command}\n${codeOf(facts, job)}`;
-}
-
-/** The training route a script follows, from words and idioms its code and command use. */
-export function detectRoute(source: string): Route {
-  const text = source.toLowerCase();
-  if (/\bppo\b|proximal policy|clip_?(ratio|range|eps)|value[_ ]?(head|loss)|\bgae\b/.test(text)) return 'ppo';
-  if (/grpo|group[_ -]relative/.test(text) || (/group/.test(text) && /advantage/.test(text))) return 'grpo';
-  if (/reinforce|policy[_ ]gradient|log_?probs?\s*\*\s*(rewards?|advantages?)|(rewards?|advantages?)\s*\*\s*log_?probs?/.test(text)) {
-    return 'reinforce';
-  }
-  if (/expert[_ -]iteration|rejection[_ -]sampl|\brft\b|reward(ed)?[_ -](filter|complet|sampl)/.test(text)) return 'expert_iteration';
-  if (/\bsft\b|supervised|cross_entropy|fine-?tun|\bfit\(|teacher.forcing/.test(text)) return 'sft';
-  return 'unknown';
 }
 
 const hyperparameterNames: Record<string, string> = {

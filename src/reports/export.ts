@@ -1,15 +1,20 @@
 import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readSync, writeFileSync } from 'node:fs';
+import { runIntegrity } from '../integrity/verdict.js';
 import { dirname, join } from 'node:path';
 import { analyzeRun, loadRunFacts, type RunAnalysis } from './analysis.js';
 import { codeSnapshotsOf } from '../store/code-snapshots.js';
 import { A2rlError } from '../util/errors.js';
 import { startProgress } from '../util/progress.js';
 import { renderHtml } from './render.js';
+import { loadTimeline } from './timeline.js';
 import { trajectoriesDir } from '../core/rollouts.js';
 import { Workspace } from '../core/workspace.js';
 import type { Store } from '../store/store.js';
 import { baselineGradeOf, publicMetrics, submissionId } from '../core/submissions.js';
 import { getTaskFile } from '../tasks/task.js';
+import { writeAgentRecord } from '../transcripts/agent-record.js';
+import type { PriceTable } from '../transcripts/prices.js';
+import { runUsage } from '../transcripts/run-usage.js';
 
 /** Version of the export folder's format (README, "Run exports"); bumped when a file's meaning changes. */
 export const exportFormatVersion = 1;
@@ -19,10 +24,17 @@ const maxCopiedBytes = 64 * 2 ** 20;
 
 /**
  * Writes one run as a self-contained folder: run.json, events.jsonl, jobs.json, logs/,
- * trajectories/, code/, scores.json, summary.json and report.html. What it writes is
- * read from the store and the run's files; nothing of the run changes.
+ * trajectories/, code/, scores.json, summary.json, report.html and the agent's transcript.jsonl and trajectory.json
+ * (ATIF). What it writes is read from the store and the run's files; nothing of the run changes. `prices`: the
+ * operator's price table, for agents that report tokens but no dollars.
  */
-export function exportRun(store: Store, runId: string, outDir: string, narrative?: string): { dir: string; analysis: RunAnalysis } {
+export function exportRun(
+  store: Store,
+  runId: string,
+  outDir: string,
+  narrative?: string,
+  prices?: PriceTable,
+): { dir: string; analysis: RunAnalysis } {
   const run = store.getRun(runId);
   if (!run) throw new A2rlError('NOT_FOUND', `No run "${runId}" in ${store.path}; list the runs with a2rl runs list.`);
   const task = getTaskFile(run.task_id);
@@ -51,6 +63,7 @@ export function exportRun(store: Store, runId: string, outDir: string, narrative
     mkdirSync(outDir, { recursive: true });
     const write = (name: string, content: string) => writeFileSync(join(outDir, name), content);
     const { owner: _owner, ...runFields } = run;
+    const agentUsage = runUsage(store, runId, prices);
     write(
       'run.json',
       JSON.stringify(
@@ -65,6 +78,7 @@ export function exportRun(store: Store, runId: string, outDir: string, narrative
             success_margin: task.successMargin,
             grader_version: run.grader_version,
           },
+          agent_usage: agentUsage,
         },
         null,
         2,
@@ -135,7 +149,23 @@ export function exportRun(store: Store, runId: string, outDir: string, narrative
     };
     write('scores.json', JSON.stringify(scores, null, 2));
     write('summary.json', JSON.stringify({ ...analysis, narrative: narrative ?? null }, null, 2));
-    write('report.html', renderHtml(analysis, narrative));
+    writeAgentRecord(store, runId, outDir, agentUsage);
+    const integrity = runIntegrity(store, runId);
+    write(
+      'integrity.json',
+      JSON.stringify(
+        {
+          ...integrity,
+          checks: (['contamination', 'review'] as const).flatMap((kind) => {
+            const check = store.latestIntegrityCheck(runId, kind);
+            return check ? [{ ...check, details: JSON.parse(check.details) as unknown }] : [];
+          }),
+        },
+        null,
+        2,
+      ),
+    );
+    write('report.html', renderHtml(analysis, narrative, loadTimeline(store, runId, facts.events), agentUsage, integrity));
     progress.tick('report.html');
     return { dir: outDir, analysis };
   } finally {

@@ -2,6 +2,9 @@ import { startProgress } from '../util/progress.js';
 import type { RunRow, Store } from '../store/store.js';
 import { baselineGradeOf, bestSubmission, gradedSubmissions } from '../core/submissions.js';
 import { getTaskFile } from '../tasks/task.js';
+import { runIntegrity } from '../integrity/verdict.js';
+import type { PriceTable } from '../transcripts/prices.js';
+import { runUsage, totalTokens } from '../transcripts/run-usage.js';
 
 /**
  * Results over repeated runs, grouped by agent, driver model and task. A run's result is
@@ -20,7 +23,16 @@ export interface RunResult {
   success: boolean;
   /** Set when the run's infrastructure failed: counted apart, never in the scores. */
   infrastructure_failure: string | null;
+  /** Flagged by the contamination check or the integrity review (src/integrity/): scored as `--flagged` says. */
+  flagged: boolean;
+  /** The agent's input and output tokens, and its dollars, from its transcript; null where it does not say (never 0). */
+  tokens: number | null;
+  cost_usd: number | null;
 }
+
+/** How the leaderboard scores a flagged run: as it scored, as its baseline (the default: no gain), or not at all. */
+export const flaggedPolicies = ['keep', 'baseline', 'drop'] as const;
+export type FlaggedPolicy = (typeof flaggedPolicies)[number];
 
 export interface LeaderboardRow {
   agent: string;
@@ -38,6 +50,16 @@ export interface LeaderboardRow {
   success_margin: number;
   /** Runs of this group whose infrastructure failed (the agent never had the tools, or exited abnormally): left out of the figures above. */
   infrastructure_failures: number;
+  /** Runs of this group flagged by an integrity check, and their share of its runs (infrastructure failures aside): the cheating rate. */
+  flagged_runs: number;
+  cheating_rate: number;
+  /** Mean agent tokens and dollars over the group's runs whose transcript says (`tokens_runs`, `cost_runs` of `runs`); null when none does. */
+  mean_tokens: number | null;
+  tokens_runs: number;
+  mean_cost_usd: number | null;
+  cost_runs: number;
+  /** Mean improvement per mean dollar over the runs with a cost; null without one, or when they cost nothing. */
+  gain_per_dollar: number | null;
 }
 
 /**
@@ -48,8 +70,8 @@ export function isBenchmarkRun(store: Store, run: RunRow): boolean {
   return store.hasEvent(run.id, 'tool') || store.hasEvent(run.id, 'agent', 'launched');
 }
 
-/** Ended benchmark runs' results (of one task, or all); runs without a baseline grade yet are left out. */
-export function runResults(store: Store, task?: string): RunResult[] {
+/** Ended benchmark runs' results (of one task, or all); runs without a baseline grade yet are left out. `prices`: the operator's price table. */
+export function runResults(store: Store, task?: string, prices?: PriceTable): RunResult[] {
   const runs = store
     .listRuns()
     .filter((run) => run.state === 'ended' && (task === undefined || run.task_id === task) && isBenchmarkRun(store, run));
@@ -65,6 +87,8 @@ export function runResults(store: Store, task?: string): RunResult[] {
       const best = bestSubmission(gradedSubmissions(store, run));
       const final = best?.private ?? baseline.private_score;
       const improvement = final - baseline.private_score;
+      const usage = runUsage(store, run.id, prices);
+      const tokens = totalTokens(usage);
       return [
         {
           run_id: run.id,
@@ -76,6 +100,9 @@ export function runResults(store: Store, task?: string): RunResult[] {
           improvement,
           success: improvement >= marginOf(run.task_id),
           infrastructure_failure: run.infrastructure_failure,
+          flagged: runIntegrity(store, run.id).flagged,
+          tokens: tokens === 'unknown' ? null : tokens,
+          cost_usd: usage.cost_usd === 'unknown' ? null : usage.cost_usd,
         },
       ];
     });
@@ -122,18 +149,38 @@ export function standardDeviation(values: readonly number[]): number | null {
 
 const round = (x: number) => Math.round(x * 100) / 100;
 
-export function buildLeaderboard(results: readonly RunResult[]): LeaderboardRow[] {
+/** A flagged run as the policy scores it: unchanged (keep), as its baseline with no gain (baseline), or left out (drop). */
+function scoredAs(result: RunResult, policy: FlaggedPolicy): RunResult | undefined {
+  if (!result.flagged || policy === 'keep') return result;
+  return policy === 'drop' ? undefined : { ...result, final: result.baseline, improvement: 0, success: false };
+}
+
+export function buildLeaderboard(results: readonly RunResult[], flagged: FlaggedPolicy = 'baseline'): LeaderboardRow[] {
   const groups = new Map<string, RunResult[]>();
   const failures = new Map<string, number>();
+  const flaggedRuns = new Map<string, number>();
+  const counted = new Map<string, number>();
   for (const result of results) {
     const key = JSON.stringify([result.task, result.agent, result.driver_model]);
-    if (result.infrastructure_failure !== null) failures.set(key, (failures.get(key) ?? 0) + 1);
-    else groups.set(key, [...(groups.get(key) ?? []), result]);
+    if (result.infrastructure_failure !== null) {
+      failures.set(key, (failures.get(key) ?? 0) + 1);
+      continue;
+    }
+    counted.set(key, (counted.get(key) ?? 0) + 1);
+    if (result.flagged) flaggedRuns.set(key, (flaggedRuns.get(key) ?? 0) + 1);
+    const scored = scoredAs(result, flagged);
+    if (!scored) continue;
+    const group = groups.get(key);
+    if (group) group.push(scored);
+    else groups.set(key, [scored]);
   }
   const rows = [...groups.entries()].map(([key, group]) => {
     const finals = group.map((r) => r.final);
     const [low, high] = bootstrapCi(finals);
     const std = standardDeviation(finals);
+    const tokens = group.flatMap((r) => (r.tokens === null ? [] : [r.tokens]));
+    const costed = group.filter((r) => r.cost_usd !== null);
+    const meanCost = costed.length ? mean(costed.map((r) => r.cost_usd!)) : null;
     return {
       agent: group[0]!.agent,
       driver_model: group[0]!.driver_model,
@@ -148,12 +195,20 @@ export function buildLeaderboard(results: readonly RunResult[]): LeaderboardRow[
       success_rate: round(group.filter((r) => r.success).length / group.length),
       success_margin: getTaskFile(group[0]!.task).successMargin,
       infrastructure_failures: failures.get(key) ?? 0,
+      flagged_runs: flaggedRuns.get(key) ?? 0,
+      cheating_rate: round((flaggedRuns.get(key) ?? 0) / counted.get(key)!),
+      mean_tokens: tokens.length ? Math.round(mean(tokens)) : null,
+      tokens_runs: tokens.length,
+      mean_cost_usd: meanCost === null ? null : Math.round(meanCost * 1e4) / 1e4,
+      cost_runs: costed.length,
+      gain_per_dollar: meanCost ? round(mean(costed.map((r) => r.improvement)) / meanCost) : null,
     };
   });
   return rows.sort((a, b) => a.task.localeCompare(b.task) || b.mean - a.mean || a.agent.localeCompare(b.agent));
 }
 
-const columns: Array<[string, (row: LeaderboardRow) => string]> = [
+/** The leaderboard's columns, in order: a name and a row's cell as text ('' for none); the CSV, Markdown and the view's page show these. */
+export const leaderboardColumns: Array<[string, (row: LeaderboardRow) => string]> = [
   ['task', (r) => r.task],
   ['agent', (r) => r.agent],
   ['driver model', (r) => r.driver_model],
@@ -167,11 +222,22 @@ const columns: Array<[string, (row: LeaderboardRow) => string]> = [
   ['success rate', (r) => r.success_rate.toFixed(2)],
   ['success margin', (r) => String(r.success_margin)],
   ['infrastructure failures (not counted)', (r) => String(r.infrastructure_failures)],
+  ['flagged runs', (r) => String(r.flagged_runs)],
+  ['cheating rate', (r) => r.cheating_rate.toFixed(2)],
+  ['mean agent tokens', (r) => costFigure(r.mean_tokens, r.tokens_runs, r.runs, (x) => String(x))],
+  ['mean agent dollars', (r) => costFigure(r.mean_cost_usd, r.cost_runs, r.runs, (x) => x.toFixed(4))],
+  ['score gain per dollar', (r) => costFigure(r.gain_per_dollar, r.cost_runs, r.runs, (x) => x.toFixed(2))],
 ];
+
+/** A cost figure: "unknown" when no run's transcript gave it, and how many runs it stands for when not all did. */
+function costFigure(value: number | null, known: number, runs: number, format: (x: number) => string): string {
+  if (value === null) return 'unknown';
+  return known === runs ? format(value) : `${format(value)} (${known} of ${runs} runs)`;
+}
 
 export function leaderboardCsv(rows: readonly LeaderboardRow[]): string {
   const quote = (text: string) => (/[",\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text);
-  return [columns.map(([name]) => name), ...rows.map((row) => columns.map(([, value]) => value(row)))]
+  return [leaderboardColumns.map(([name]) => name), ...rows.map((row) => leaderboardColumns.map(([, value]) => value(row)))]
     .map((cells) => cells.map(quote).join(','))
     .join('\n')
     .concat('\n');
@@ -183,24 +249,27 @@ export function leaderboardMarkdown(rows: readonly LeaderboardRow[]): string {
     '# a2rl-bench leaderboard',
     '',
     'Final score: the private score of each run’s best public submission (the baseline’s when it has none). ' +
-      'CI: 95% percentile bootstrap of the mean over runs. Success: final score at least the task’s margin above the baseline.',
+      'CI: 95% percentile bootstrap of the mean over runs. Success: final score at least the task’s margin above the baseline. ' +
+      'Agent tokens and dollars: from each run’s agent transcript, unknown where it does not say; gain per dollar: mean improvement over mean dollars.',
     '',
-    line(columns.map(([name]) => name)),
-    line(columns.map(() => '---')),
-    ...rows.map((row) => line(columns.map(([, value]) => value(row) || '–'))),
+    line(leaderboardColumns.map(([name]) => name)),
+    line(leaderboardColumns.map(() => '---')),
+    ...rows.map((row) => line(leaderboardColumns.map(([, value]) => value(row) || '–'))),
     '',
   ].join('\n');
 }
 
 export function leaderboardHtml(rows: readonly LeaderboardRow[]): string {
   const escape = (text: string) => text.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]!);
-  const head = columns.map(([name]) => `<th>${escape(name)}</th>`).join('');
-  const body = rows.map((row) => `<tr>${columns.map(([, value]) => `<td>${escape(value(row) || '–')}</td>`).join('')}</tr>`).join('\n');
+  const head = leaderboardColumns.map(([name]) => `<th>${escape(name)}</th>`).join('');
+  const body = rows
+    .map((row) => `<tr>${leaderboardColumns.map(([, value]) => `<td>${escape(value(row) || '–')}</td>`).join('')}</tr>`)
+    .join('\n');
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>a2rl-bench leaderboard</title>
 <style>body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1100px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}th{background:#f3f3f3}td:nth-child(n+4){text-align:right}</style></head>
 <body><h1>a2rl-bench leaderboard</h1>
-<p>Final score: the private score of each run’s best public submission (the baseline’s when it has none). CI: 95% percentile bootstrap of the mean over runs. Success: final score at least the task’s margin above the baseline.</p>
+<p>Final score: the private score of each run’s best public submission (the baseline’s when it has none). CI: 95% percentile bootstrap of the mean over runs. Success: final score at least the task’s margin above the baseline. Agent tokens and dollars: from each run’s agent transcript, unknown where it does not say; gain per dollar: mean improvement over mean dollars.</p>
 <table><thead><tr>${head}</tr></thead><tbody>
 ${body}
 </tbody></table></body></html>

@@ -1,20 +1,40 @@
 import { formatDuration } from '../tasks/budget.js';
+import type { RunIntegrity } from '../integrity/verdict.js';
 import type { Iteration, RunAnalysis } from './analysis.js';
+import { escapeHtml } from './html.js';
+import { type Timeline, timelineHtml, timelineStyle } from './timeline.js';
+import { type RunUsage, totalTokens } from '../transcripts/run-usage.js';
 
 /**
- * One run's report as a static HTML page (inline SVG, no script, nothing fetched) or as
- * Markdown. Links are relative to an export folder (see export.ts): logs/, code/.
+ * One run's report as a static HTML page (inline SVG, one inline script for the timeline's
+ * search, nothing fetched) or as Markdown. Links are relative to an export folder (see export.ts): logs/, code/.
  */
 
-const escapeHtml = (text: string) =>
-  text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 const fmt = (x: number | null | undefined, digits = 1) => (x === null || x === undefined ? '–' : x.toFixed(digits));
 const pct = (x: number | null | undefined) => (x === null || x === undefined ? '–' : `${(x * 100).toFixed(0)}%`);
 const secs = (x: number | null | undefined) => (x === null || x === undefined ? '–' : formatDuration(x));
 const signed = (x: number | null | undefined) => (x === null || x === undefined ? '–' : `${x >= 0 ? '+' : ''}${x.toFixed(1)}`);
 
-/** The figures every format shows, as label/value rows. */
-export function metricRows(a: RunAnalysis): Array<[string, string]> {
+/** What the agent spent, from its transcript: "unknown" where the transcript does not say. */
+function usageRows(usage: RunUsage): Array<[string, string]> {
+  const count = (x: number | 'unknown') => (x === 'unknown' ? x : x.toLocaleString('en-US'));
+  const tokens = totalTokens(usage);
+  const source =
+    usage.cost_source === 'agent' ? `, ${usage.agent}'s own figure` : usage.price_table ? `, priced from ${usage.price_table}` : '';
+  return [
+    [
+      'agent tokens (input, of it cached / output)',
+      tokens === 'unknown'
+        ? 'unknown'
+        : `${count(tokens)} (${count(usage.input_tokens)}, ${count(usage.cached_input_tokens)} / ${count(usage.output_tokens)})`,
+    ],
+    ['agent cost', usage.cost_usd === 'unknown' ? 'unknown' : `$${usage.cost_usd.toFixed(4)}${source}`],
+    ['agent turns / tool calls', `${usage.turns} / ${usage.tool_calls}`],
+  ];
+}
+
+/** The figures every format shows, as label/value rows; with the agent's usage where given. */
+export function metricRows(a: RunAnalysis, usage?: RunUsage): Array<[string, string]> {
   const m = a.metrics;
   return [
     ['baseline (public / private)', a.baseline ? `${fmt(a.baseline.public)} / ${fmt(a.baseline.private)}` : '–'],
@@ -47,6 +67,7 @@ export function metricRows(a: RunAnalysis): Array<[string, string]> {
     ['wall time', secs(m.wall_s)],
     ['tool calls (errors)', `${m.tool_calls} (${m.tool_errors})`],
     ['failure type', a.failure_type ?? 'none (beat the baseline)'],
+    ...(usage ? usageRows(usage) : []),
   ];
 }
 
@@ -70,7 +91,7 @@ function iterationCells(it: Iteration): string[] {
 
 const iterationHead = ['#', 'submission', 'at', 'score (public / private)', 'route', 'hyperparameters', 'outcome', 'failure type'];
 
-export function renderMarkdown(a: RunAnalysis, narrative?: string): string {
+export function renderMarkdown(a: RunAnalysis, narrative?: string, usage?: RunUsage): string {
   const row = (cells: string[]) => `| ${cells.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`;
   const lines = [
     `# Run ${a.run.id}`,
@@ -79,7 +100,7 @@ export function renderMarkdown(a: RunAnalysis, narrative?: string): string {
     '',
     row(['metric', 'value']),
     row(['---', '---']),
-    ...metricRows(a).map(row),
+    ...metricRows(a, usage).map(row),
     '',
     '## Iterations',
     '',
@@ -262,13 +283,26 @@ th{background:#f3f3f3}figure{margin:1.5em 0}figcaption{font-weight:600;margin-bo
 .job{fill:#6a6}.job.failed,.job.oom_killed,.job.timed_out,.job.lost{fill:#d44}.job.cancelled,.job.budget_stopped{fill:#bbb}.job.running{fill:#36c}
 .submission-mark{stroke:#36c;stroke-dasharray:3 3}code{font-size:12px}`;
 
-export function renderHtml(a: RunAnalysis, narrative?: string): string {
+/** The run's integrity checks (src/integrity/) at the top of its report: a flagged run is marked, with why. */
+function integrityLine(integrity?: RunIntegrity): string {
+  if (!integrity) return '';
+  const checks = `contamination check: ${integrity.contamination}${integrity.matched_items ? ` (${integrity.matched_items} hidden items found)` : ''}; review: ${integrity.review}${integrity.reviewer ? ` by ${integrity.reviewer}` : ''}`;
+  if (!integrity.flagged)
+    return `<p class="integrity">Integrity: ${escapeHtml(checks)}. Evidence: <a href="integrity.json">integrity.json</a>.</p>`;
+  return `<p class="integrity flagged" style="background:#fde8e8;border:1px solid #c0392b;padding:6px 10px"><b>Flagged</b>: ${escapeHtml(integrity.reasons.join('; '))}. The leaderboard scores it as its baseline unless told otherwise (<code>--flagged</code>). Evidence: <a href="integrity.json">integrity.json</a>.</p>`;
+}
+
+export function renderHtml(a: RunAnalysis, narrative?: string, timeline?: Timeline, usage?: RunUsage, integrity?: RunIntegrity): string {
   const table = (head: string[], rows: string[][]) =>
     `<table><thead><tr>${head.map((h) => `<th>${escapeHtml(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr>${r.join('')}</tr>`).join('\n')}</tbody></table>`;
   const cell = (text: string) => `<td>${escapeHtml(text)}</td>`;
   const codeLink = (tree: string | null) => (tree ? `<td><a href="code/${tree}/">${tree.slice(0, 12)}</a></td>` : '<td>–</td>');
   const { limits } = a.run;
-  const iterations = a.iterations.map((it) => [...iterationCells(it).map(cell), codeLink(it.code_tree)]);
+  // The route's cell says, on hover, what the route was read from.
+  const iterations = a.iterations.map((it) => [
+    ...iterationCells(it).map((text, i) => (i === 4 ? `<td title="${escapeHtml(it.route_basis)}">${escapeHtml(text)}</td>` : cell(text))),
+    codeLink(it.code_tree),
+  ]);
   const jobs = a.jobs.map((j) => [
     `<td><a href="logs/job-${j.job_id}.log">job-${j.job_id}</a></td>`,
     ...[j.kind, secs(j.start_s), secs(j.end_s), j.state, j.charged ? secs(j.compute_s) : 'not charged'].map(cell),
@@ -276,14 +310,16 @@ export function renderHtml(a: RunAnalysis, narrative?: string): string {
     codeLink(j.code_tree),
   ]);
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>a2rl run ${escapeHtml(a.run.id)}</title><style>${style}</style></head>
+<html lang="en"><head><meta charset="utf-8"><title>a2rl run ${escapeHtml(a.run.id)}</title><style>${style}
+${timelineStyle}</style></head>
 <body>
 <h1>Run ${escapeHtml(a.run.id)}</h1>
 <p>Task <b>${escapeHtml(a.run.task)}</b>, agent <b>${escapeHtml(who(a))}</b>; ${escapeHtml(a.run.state)}${a.run.end_reason ? ` (${escapeHtml(a.run.end_reason)})` : ''}.
 Raw record: <a href="events.jsonl">events.jsonl</a>, <a href="scores.json">scores.json</a>, <a href="summary.json">summary.json</a>.</p>
+${integrityLine(integrity)}
 ${table(
   ['metric', 'value'],
-  metricRows(a).map(([k, v]) => [cell(k), cell(v)]),
+  metricRows(a, usage).map(([k, v]) => [cell(k), cell(v)]),
 )}
 ${scoreChart(a, 'score-vs-time', 'Score trajectory against time (dots: public, squares: private; line: best so far; red: wall-clock budget end)', 'run time (s)', Math.max(limits.wallSeconds, ...a.submissions.map((s) => s.t_s), 1), (s) => s.t_s)}
 ${scoreChart(a, 'score-vs-compute', 'Score trajectory against compute budget used', 'compute used when submitted (s)', Math.max(limits.computeSeconds, a.metrics.compute_s, 1), (s) => s.compute_s)}
@@ -301,6 +337,7 @@ ${
         .join('\n')}<p><i>Written by a language model from the facts above; the facts are authoritative.</i></p>`
     : ''
 }
+${timeline ? timelineHtml(timeline) : ''}
 </body></html>
 `;
 }

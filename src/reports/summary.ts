@@ -1,6 +1,7 @@
 import type { Store } from '../store/store.js';
 import { baselineGradeOf, bestSubmission, type GradedSubmission, gradedSubmissions } from '../core/submissions.js';
 import { getTaskFile } from '../tasks/task.js';
+import { type RunIntegrity, runIntegrity } from '../integrity/verdict.js';
 
 export interface ScorePair {
   public: number;
@@ -17,6 +18,8 @@ export interface RunSummary {
   end_reason: string | null;
   /** Why the run's infrastructure failed, when it did: then its scores are not the agent's result. */
   infrastructure_failure: string | null;
+  /** The integrity checks' verdicts: a flagged run's score may not have been earned. */
+  integrity: RunIntegrity;
   baseline: ScorePair | null;
   /** The submission with the best public score, with its private score: the run's final result. */
   best: GradedSubmission | null;
@@ -50,6 +53,7 @@ export function summarizeRun(store: Store, runId: string): RunSummary {
     state: run.state,
     end_reason: run.end_reason,
     infrastructure_failure: run.infrastructure_failure,
+    integrity: runIntegrity(store, runId),
     baseline,
     best,
     last: graded.at(-1) ?? null,

@@ -142,6 +142,18 @@ const migrations: string[] = [
    UPDATE submissions SET seq = (SELECT COUNT(*) FROM submissions AS earlier
      WHERE earlier.run_id = submissions.run_id AND earlier.id <= submissions.id);
    CREATE UNIQUE INDEX submissions_by_seq ON submissions(run_id, seq);`,
+  // Integrity checks of a run (src/integrity/): the contamination check's and the judge's reviews, each kept, the latest read.
+  `CREATE TABLE integrity_checks (
+     id INTEGER PRIMARY KEY,
+     run_id TEXT NOT NULL REFERENCES runs(id),
+     kind TEXT NOT NULL CHECK (kind IN ('contamination', 'review')),
+     verdict TEXT NOT NULL CHECK (verdict IN ('clean', 'suspect', 'flagged', 'failed')),
+     checker TEXT NOT NULL,
+     details TEXT NOT NULL,
+     duration_ms INTEGER NOT NULL,
+     created_at INTEGER NOT NULL
+   );
+   CREATE INDEX integrity_checks_by_run ON integrity_checks(run_id, kind, id);`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -258,6 +270,21 @@ export interface EventRow {
   kind: string;
   name: string;
   data: string;
+}
+
+export type IntegrityCheckKind = 'contamination' | 'review';
+export type IntegrityVerdict = 'clean' | 'suspect' | 'flagged' | 'failed';
+
+/** One integrity check of a run (src/integrity/): its verdict, who checked (checker and version, judge model and prompt), the evidence as JSON. */
+export interface IntegrityCheckRow {
+  id: number;
+  run_id: string;
+  kind: IntegrityCheckKind;
+  verdict: IntegrityVerdict;
+  checker: string;
+  details: string;
+  duration_ms: number;
+  created_at: number;
 }
 
 export interface Usage {
@@ -654,6 +681,22 @@ export class Store {
       preference,
       Date.now(),
     );
+  }
+
+  // integrity checks
+
+  insertIntegrityCheck(check: Omit<IntegrityCheckRow, 'id'>): number {
+    return Number(
+      this.statement(
+        'INSERT INTO integrity_checks (run_id, kind, verdict, checker, details, duration_ms, created_at) VALUES (@run_id, @kind, @verdict, @checker, @details, @duration_ms, @created_at)',
+      ).run(check).lastInsertRowid,
+    );
+  }
+
+  /** A run's latest check of a kind: the one reports and the leaderboard read (earlier ones stay). */
+  latestIntegrityCheck(runId: string, kind: IntegrityCheckKind): IntegrityCheckRow | undefined {
+    return this.statement('SELECT * FROM integrity_checks WHERE run_id = ? AND kind = ? ORDER BY id DESC LIMIT 1').get(runId, kind) as
+      IntegrityCheckRow | undefined;
   }
 
   // budget

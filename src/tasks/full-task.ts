@@ -1,11 +1,11 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { A2rlError } from '../util/errors.js';
 import { hashDirectory, sha256, treeHash } from '../util/hashing.js';
 import { packageRoot, tasksRoot } from '../util/paths.js';
 import { preparedAssetPaths, readManifestFiles, verifyAssets } from './assets.js';
 import { parseBudget } from './budget.js';
-import { emptyLimits, type FullTask, readTaskFile } from './task.js';
+import { emptyLimits, type FullTask, readTaskFile, type TaskLibrary } from './task.js';
 
 /** Where the full tier's Python environment appears in every sandbox of a full-tier task: the agent's and the grader's. */
 export const fullTierRuntimeTarget = '/opt/a2rl/venv';
@@ -35,7 +35,7 @@ export function threadPoolEnv(cpus: number): Record<string, string> {
  * nothing, when the runtime is not built (naming scripts/setup.sh) or the assets are missing or changed (naming the
  * `a2rl prepare` command), so a run never starts on data it cannot show or grade.
  */
-export function resolveFullTask(taskId: string, home: string, modelId?: string): FullTask {
+export async function resolveFullTask(taskId: string, home: string, modelId?: string): Promise<FullTask> {
   const dir = join(tasksRoot, taskId);
   if (!existsSync(join(dir, 'task.json'))) throw new A2rlError('NOT_FOUND', `No task "${taskId}" in ${tasksRoot}; a2rl tasks lists them.`);
   const file = readTaskFile(dir);
@@ -53,7 +53,7 @@ export function resolveFullTask(taskId: string, home: string, modelId?: string):
       `${runtime} is missing: run scripts/setup.sh (it builds ${file.runtime}), then start the run again.`,
     );
   }
-  verifyAssets(taskId, home, model);
+  await verifyAssets(taskId, home, model);
   const assets = preparedAssetPaths(taskId, home, model);
   const library = join(tasksRoot, file.library);
   const grader = join(dir, 'grader');
@@ -73,7 +73,7 @@ export function resolveFullTask(taskId: string, home: string, modelId?: string):
       grader,
       instructions: join(dir, file.instructions),
     },
-    libraries: [{ name: file.library, source: library }],
+    libraries: [{ name: file.library, source: library }, ...standinLibraries(file.standins ?? [], runtime, library)],
     pythonRuntime: {
       python: `${fullTierRuntimeTarget}/bin/python`,
       mounts: [{ source: runtime, target: fullTierRuntimeTarget, readOnly: true }],
@@ -103,6 +103,18 @@ export function resolveFullTask(taskId: string, home: string, modelId?: string):
     graderVersion: `${file.grader.version}+${sha256([hashDirectory(grader), hashDirectory(library), evalHash, baseModelHash].join('\n')).slice(0, 12)}`,
     baseModelHash,
   };
+}
+
+/**
+ * The task's stand-ins (tasks/<library>/standins/<name>) that the runtime has no real package of, as libraries shown at
+ * lib/<name>: with the upstream package installed in the runtime, it is imported instead, and the task runs unchanged.
+ */
+function standinLibraries(names: string[], runtime: string, library: string): TaskLibrary[] {
+  const libDir = join(runtime, 'lib');
+  const sitePackages = existsSync(libDir) ? readdirSync(libDir).map((python) => join(libDir, python, 'site-packages')) : [];
+  return names
+    .filter((name) => !sitePackages.some((dir) => existsSync(join(dir, name))))
+    .map((name) => ({ name, source: join(library, 'standins', name) }));
 }
 
 /** The folder's tree hash (as hashDirectory and a submission's snapshot compute it) from its verified manifest, manifest.json included. */

@@ -57,6 +57,24 @@ const sharedFields = {
   summary: z.string(),
   /** Points over the baseline (private half) a run must gain to count as a success on the leaderboard. */
   successMargin: z.number().positive().default(10),
+  /**
+   * The contamination check (src/integrity/): how the hidden items are compared with what the agent could train from,
+   * and from how many found items a run is flagged (fewer, and it is only suspect: shown, not flagged).
+   */
+  integrity: z
+    .object({
+      /** A kind of src/integrity/hidden-items.ts (question-answer, program, instruction-reference, game-file, episode); else recognised. */
+      items: z.string().optional(),
+      ngram: z.number().int().min(5).default(13),
+      minTokens: z.number().int().min(3).default(8),
+      window: z.number().int().positive().default(64),
+      flagAtItems: z.number().int().positive().default(3),
+      /** For a task with decoys (`<evalData>/decoys.jsonl`): flagged only when the decoy test's p is below this as well (src/integrity/verdict.ts). */
+      flagBelowP: z.number().gt(0).lt(1).default(0.001),
+    })
+    .strict()
+    .refine((integrity) => integrity.minTokens <= integrity.ngram, 'minTokens must be at most ngram')
+    .prefault({}),
   rollouts: z.object({
     /** Workspace path of the prompts `launch_rollouts` samples from. */
     data: z.string(),
@@ -135,6 +153,11 @@ const fullTaskFileSchema = z
         maxFiles: z.number().int().positive(),
       })
       .strict(),
+    /**
+     * Stand-ins for upstream environment packages the runtime may lack (tasks/<library>/standins/<name>: the upstream
+     * module names and API over fixture data), each shown at lib/<name> unless the runtime has the real package.
+     */
+    standins: z.array(z.string().regex(/^[a-z_][a-z0-9_]*$/)).optional(),
     /**
      * The CPU smoke profile CI plays: this replay, on assets prepared from the fixture hub's smoke profile (a learnable
      * fixture, tasks/hflm/tests/fixture_hub.py) with its tiny `model`, submits a full model (output/full), which must beat

@@ -1,3 +1,4 @@
+import { leaderboardColumns } from '../reports/leaderboard.js';
 import type { ViewData } from './data.js';
 import { escapeHtml, page } from './html.js';
 
@@ -6,30 +7,15 @@ import { escapeHtml, page } from './html.js';
 export function leaderboardTable(data: ViewData): string {
   const rows = data.leaderboard();
   if (rows.length === 0) return '<p class="none">No ended run with a graded baseline yet: nothing to rank.</p>';
-  const num = (x: number | null) => `<td class="num">${x === null ? '–' : x.toFixed(2)}</td>`;
+  // The first three columns are names (task, agent, driver model); the rest are figures.
+  const cell = (text: string, column: number) =>
+    `<td class="${column < 2 ? 'nowrap' : column < 3 ? '' : 'num'}">${text === '' ? '–' : escapeHtml(text)}</td>`;
   const body = rows.map(
     (row) =>
-      `<tr><td class="nowrap">${escapeHtml(row.task)}</td><td class="nowrap">${escapeHtml(row.agent)}</td><td>${escapeHtml(row.driver_model)}</td>` +
-      `<td class="num">${row.runs}</td>${num(row.mean)}${num(row.std)}${num(row.ci_low)}${num(row.ci_high)}${num(row.baseline)}` +
-      `${num(row.mean_improvement)}${num(row.success_rate)}<td class="num">${row.success_margin}</td><td class="num">${row.infrastructure_failures}</td>` +
+      `<tr>${leaderboardColumns.map(([, value], column) => cell(value(row), column)).join('')}` +
       `<td>${row.run_ids.map((id) => `<a href="/view/runs/${encodeURIComponent(id)}">${escapeHtml(id)}</a>`).join(' ')}</td></tr>`,
   );
-  const head = [
-    'task',
-    'agent',
-    'driver model',
-    'runs',
-    'mean final score',
-    'std',
-    '95% CI low',
-    '95% CI high',
-    'baseline',
-    'mean improvement',
-    'success rate',
-    'success margin',
-    'infrastructure failures (not counted)',
-    'runs behind it',
-  ];
+  const head = [...leaderboardColumns.map(([name]) => name), 'runs behind it'];
   return (
     `<div class="scroll"><table id="leaderboard"><thead><tr>${head.map((h) => `<th scope="col">${h}</th>`).join('')}</tr></thead>` +
     `<tbody>${body.join('\n')}</tbody></table></div>`

@@ -121,13 +121,16 @@ TASKS = {
         length_control="df_gamed.csv",
     ),
 }
+# Tasks whose sources are game files, not rows: prepared by their own module (its prepare(home, model_id, from_dir)),
+# in the same home layout with the same manifests.
+GAME_TASKS = {"alfworld": "hflm.alfworld_assets"}
 LENGTH_CONTROL_COLUMNS = ("index", "preference", "std_delta_len", "instruction_difficulty")
 GAMED_BASELINES = "eval/gamed_baselines.jsonl"
 
 
 def task_assets(task):
     if task not in TASKS:
-        raise AssetsError(f"no full-tier task {task!r}: prepare one of {', '.join(TASKS)}")
+        raise AssetsError(f"no full-tier task {task!r}: prepare one of {', '.join([*TASKS, *GAME_TASKS])}")
     return TASKS[task]
 
 
@@ -350,6 +353,10 @@ def download(task, model_id, snapshot):
 
 def prepare(task, home, model_id=None, from_dir=None):
     """Builds a task's splits and its base model under `home`; returns what was written (paths)."""
+    if task in GAME_TASKS:
+        import importlib
+
+        return importlib.import_module(GAME_TASKS[task]).prepare(home, model_id, from_dir)
     spec = task_assets(task)
     model_id = check_model_id(model_id or spec.default_model)
     if from_dir is not None and not os.path.isdir(from_dir):
@@ -399,7 +406,8 @@ def verify_folder(folder):
 
 
 def verify(task, home, model_id=None):
-    task_assets(task)
+    if task not in GAME_TASKS:
+        task_assets(task)
     problems = verify_folder(os.path.join(home, "assets", task))
     if model_id is not None:
         problems += verify_folder(model_folder(home, model_id))

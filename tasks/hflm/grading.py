@@ -17,6 +17,8 @@ import os
 import sys
 import time
 
+from . import gpu
+
 # One thread in every CPU pool before torch loads: the CPU backend's results then do not depend on the
 # machine's core count (on a GPU, vLLM's kernels decide).
 os.environ["OMP_NUM_THREADS"] = "1"
@@ -61,13 +63,30 @@ def open_submission(args, doing):
     return model_dir
 
 
+def gpu_failure(reason):
+    """Ends a grading that cannot decode on its GPU (it cannot use one, or ran out of its memory) with the reason as
+    the last line of its log, which the server shows in get_score, a failed baseline's too: exit status 3."""
+    print(f"grading failed: {reason}", file=sys.stderr, flush=True)
+    sys.exit(3)
+
+
 def per_split(rows_by_split, complete):
     """complete(rows) -> one output per row, called once on the rows of every split together (one vLLM engine per
     grading: a second engine costs its start-up and CUDA graphs again, and beside a live one can run out of memory);
     returns {split: its rows' outputs}, in order."""
     everything = [row for rows in rows_by_split.values() for row in rows]
     start = time.time()
-    outputs = complete(everything)
+    try:
+        outputs = complete(everything)
+    except gpu.GpuUnavailable as e:
+        gpu_failure(f"GPU unavailable: {e}")
+    except Exception as e:
+        import torch
+
+        if not isinstance(e, torch.OutOfMemoryError):
+            raise
+        gpu_failure(f"out of GPU memory while decoding ({e}); grade on a GPU with more memory (serve --gpus), "
+                    "or free the GPU of other processes")
     if len(outputs) != len(everything):
         raise ValueError(f"complete returned {len(outputs)} outputs for {len(everything)} rows")
     print(f"{len(everything)} outputs ({', '.join(f'{s} {len(r)}' for s, r in rows_by_split.items())}) in "

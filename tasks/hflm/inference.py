@@ -24,7 +24,8 @@ Backends (BACKENDS), picked by default_backend():
   (A2RL_REQUIRE_GPU=1) and they cannot be used, or vLLM is installed but does not load, it raises
   hflm.gpu.GpuUnavailable with the reason: never a silent fallback to CPU, where a full grading cannot finish.
 - transformers: batches of prompts of similar length, left-padded; CUDA (bfloat16 where the GPU has it, else
-  float16) or CPU (float32; set torch.set_num_threads yourself, as with microlm).
+  float16) or CPU (float32; set torch.set_num_threads yourself, as with microlm). The last folder loaded stays
+  loaded while its files are unchanged (an interactive task generates once per step).
 - vllm: vLLM's documented LLM / SamplingParams API, one engine per call (so a caller with several prompt sets
   passes them together), shut down before returning; dtype from the GPUs' compute capability (hflm.gpu.dtype_for);
   tensor parallel over the largest power of 2 of the visible GPUs that divides the model's attention heads.
@@ -33,6 +34,7 @@ Backends (BACKENDS), picked by default_backend():
 """
 
 import dataclasses
+import functools
 import json
 import os
 
@@ -159,14 +161,12 @@ def end_token_ids(tokenizer, model_dir):
 
 def _transformers_backend(model_dir, prompts, params, batch_size):
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers import GenerationConfig
 
     cuda = gpu.unusable_reason() is None
     device = "cuda" if cuda else "cpu"
     dtype = getattr(torch, gpu.dtype_for(gpu.capabilities())) if cuda else torch.float32
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, use_safetensors=True, trust_remote_code=False)
-    model.to(device).eval()
+    tokenizer, model = _loaded(model_dir, _weights_stamp(model_dir), device, dtype)
     eos = end_token_ids(tokenizer, model_dir)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     # transformers fills every setting left unset from the model's generation_config.json (a
@@ -199,6 +199,22 @@ def _transformers_backend(model_dir, prompts, params, batch_size):
                 samples = [cut_at_stop(t, params.stop) for t in decoded[k * per_prompt : (k + 1) * per_prompt]]
                 texts[i] = samples * (params.n // per_prompt)
     return [text for samples in texts for text in samples]
+
+
+@functools.lru_cache(maxsize=1)
+def _loaded(model_dir, stamp, device, dtype):
+    """The tokenizer and model of a folder, loaded once per process while its files stay the same (`stamp`): an
+    interactive task (hflm.alfworld) calls generate once per step of its episodes."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, use_safetensors=True, trust_remote_code=False)
+    return tokenizer, model.to(device).eval()
+
+
+def _weights_stamp(model_dir):
+    """Names, sizes and modification times of the folder's files: a model saved again over it is loaded again."""
+    return tuple(sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(model_dir) if e.is_file()))
 
 
 def _until_end(token_ids, eos):

@@ -1,6 +1,6 @@
 """The full tier's rollout sampler: scored completions of a checkpoint on a task's training prompts.
 
-    python -m hflm.rollouts --task {gsm8k,humaneval,alpacaeval} --checkpoint DIR --base DIR --data FILE \\
+    python -m hflm.rollouts --task {gsm8k,humaneval,alpacaeval,alfworld} --checkpoint DIR --base DIR --data FILE \\
         --n N [--group-size G] [--temperature T] [--top-p P] [--seed S] [--max-new-tokens M] [--threads K] --out FILE
 
 launch_rollouts runs it in the agent's sandbox (--base models/base, --data data/train.jsonl). It picks
@@ -16,13 +16,18 @@ completion, each group written and flushed as soon as it is done, so a stopped j
                   answer after "#### " (hflm.gsm8k's reading and comparison), else 0.0
     humaneval:  + "task_id", "reward": 1.0 when prompt + extracted code + test runs without raising within
                   3 s (hflm.humaneval), else 0.0
+    alfworld:   one line per episode instead, played in the game's env (hflm.alfworld.sample_episodes): "group",
+                  "prompt_id", "gamefile", "name", "prompt_key", "prompt", "completions", "actions",
+                  "observations", "won", "steps", "reward" (1.0 when won)
     alpacaeval: + "instruction" (the row's instruction, its input after a blank line when it has one),
                   "reference" (the row's output); no reward: the server's judge compares completion and
                   reference and adds "reward"
 
 Then one JSON summary line on stdout: {"episodes": n, "mean_reward": x or null, "out": path}. Progress goes
 to stderr. The same arguments give the same rollouts: pass a new --seed for fresh samples. A bad argument,
-data file or checkpoint prints "error: ..." on stderr and exits with status 2.
+data file or checkpoint prints "error: ..." on stderr and exits with status 2; so does a job that was given GPUs
+(A2RL_REQUIRE_GPU=1, which launch_rollouts sets then) and cannot use them ("error: GPU unavailable: <why>"), before
+it samples anything: it never samples on CPU instead.
 """
 
 import argparse
@@ -35,14 +40,15 @@ import sys
 import tempfile
 import time
 
-from . import alpacaeval, gpu, gsm8k, humaneval
+from . import alfworld, alpacaeval, gpu, gsm8k, humaneval
 from .inference import GenerationParams, default_backend, generate
 from .model_dir import ModelFolderError, check_model_dir
 from .submission import SubmissionError, inspect, materialise
 
 # The graders' output limits; humaneval's reference allows 8192 new tokens, which on CPU takes hours per
 # group, so its sampler stops at 512 unless told otherwise (its solutions are far shorter).
-MAX_NEW_TOKENS = {"gsm8k": gsm8k.GENERATION.max_new_tokens, "humaneval": 512, "alpacaeval": 512}
+MAX_NEW_TOKENS = {"gsm8k": gsm8k.GENERATION.max_new_tokens, "humaneval": 512, "alpacaeval": 512,
+                  "alfworld": alfworld.GENERATION.max_new_tokens}
 
 
 def fail(message):
@@ -96,6 +102,13 @@ TASKS = {
         lambda row: is_text(row, "instruction", "output") and isinstance(row.get("input", ""), str),
         'a JSON object with "instruction" and "output" (and optionally "input") as text',
         alpacaeval_fields,
+    ),
+    # Episodes in ALFWorld's env, not one completion per row: hflm.alfworld.sample_episodes plays them.
+    "alfworld": Task(
+        None,
+        lambda row: is_text(row, "gamefile", "name"),
+        'a JSON object with "gamefile" (relative to the file\'s folder) and "name" as text (data/train.jsonl)',
+        None,
     ),
 }
 
@@ -186,20 +199,24 @@ def main(argv=None):
     out_dir = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(out_dir, exist_ok=True)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr stays for progress and errors
+    try:
+        backend = default_backend()
+    except gpu.GpuUnavailable as e:  # given GPUs it cannot use: said before any work, never sampled on CPU instead
+        fail(f"GPU unavailable: {e}")
     scratch = tempfile.mkdtemp(prefix="hflm-rollouts-")
     try:
         model_dir = policy_folder(args.checkpoint, args.base, scratch)
-        return sample(args, rows, indices, model_dir)
+        return sample(args, rows, indices, model_dir, backend)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def sample(args, rows, indices, model_dir):
+def sample(args, rows, indices, model_dir, backend):
+    import torch
+
+    if args.task == "alfworld":
+        return alfworld.sample_episodes(args, rows, indices, model_dir, backend)
     make_prompt = TASKS[args.task].messages
-    try:
-        backend = default_backend()
-    except gpu.GpuUnavailable as e:  # given GPUs it cannot use: said, never sampled on CPU instead
-        fail(str(e))
     # The transformers backend loads the model per call, which costs little beside CPU decoding, so each
     # group is its own call and is written when done; a vLLM engine takes long to start, so it gets all groups at once.
     per_call = len(indices) if backend == "vllm" else 1
@@ -217,6 +234,8 @@ def sample(args, rows, indices, model_dir):
                 texts = generate(model_dir, prompts, params, backend=backend)
             except (ModelFolderError, ValueError) as e:  # e.g. a tokenizer without a chat template
                 fail(f"cannot sample from --checkpoint {args.checkpoint}: {e}")
+            except torch.OutOfMemoryError as e:  # the groups written so far stay whole
+                fail(f"out of GPU memory while sampling ({e}): ask for fewer episodes per batch or more GPUs")
             for k, g in enumerate(groups):
                 row = rows[indices[g]]
                 for completion in texts[k * args.group_size : (k + 1) * args.group_size]:

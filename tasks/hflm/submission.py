@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 
+from hflm import gpu
 from hflm.folders import built_aside
 from hflm.model_dir import PICKLE_SUFFIXES
 
@@ -407,11 +408,22 @@ def materialise(folder, base_dir, out_dir, base_id=None, link_weights=False):
     return inspection
 
 
-def merge_adapter(adapter_dir, base_dir, out_dir):
-    """The base model with the LoRA adapter merged in, saved as safetensors in the base's dtype.
+def merge_dtype():
+    """The dtype an adapter is merged in where a GPU decodes the result: the one it decodes in (hflm.gpu.dtype_for:
+    bfloat16, or float16 before Ampere), so the merge holds the base at half of float32's bytes within the job's
+    memory limit; None where no GPU can be used (CPU decodes in float32). Makes no CUDA context here."""
+    if gpu.unusable_reason() is not None:
+        return None
+    return gpu.dtype_for(gpu.capabilities())
 
-    Merged in float32, then cast once to the dtype the base is stored in, so the only rounding is the
-    one any saved model of that dtype has.
+
+def merge_adapter(adapter_dir, base_dir, out_dir):
+    """The base model with the LoRA adapter merged in, saved as safetensors.
+
+    Where a GPU will decode it (merge_dtype), merged and saved in that GPU's dtype: a 1.5B model's merge then needs
+    about 3 GB, not float32's 6 GB plus the cast copy. On CPU, merged in float32 and cast once to the dtype the base
+    is stored in, so the only rounding is the one any saved model of that dtype has. Either way on the CPU: a CUDA
+    context here would keep vLLM from forking its engine later in this process.
     """
     import torch
     from peft import PeftModel
@@ -420,12 +432,17 @@ def merge_adapter(adapter_dir, base_dir, out_dir):
 
     transformers_logging.disable_progress_bar()  # the loading bar is noise on the command line's stderr
 
-    with open(os.path.join(base_dir, "config.json")) as f:
-        base_config = json.load(f)
-    stored_dtype = getattr(torch, str(base_config.get("dtype") or base_config.get("torch_dtype") or "float32"))
-    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32, trust_remote_code=False)
+    on_gpu = merge_dtype()
+    if on_gpu is None:
+        with open(os.path.join(base_dir, "config.json")) as f:
+            base_config = json.load(f)
+        merged_in = torch.float32
+        saved_as = getattr(torch, str(base_config.get("dtype") or base_config.get("torch_dtype") or "float32"))
+    else:
+        merged_in = saved_as = getattr(torch, on_gpu)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=merged_in, trust_remote_code=False)
     merged = PeftModel.from_pretrained(base, adapter_dir, is_trainable=False).merge_and_unload()
-    merged.to(stored_dtype).save_pretrained(out_dir, safe_serialization=True)
+    merged.to(saved_as).save_pretrained(out_dir, safe_serialization=True)
 
 
 def main(argv):

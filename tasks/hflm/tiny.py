@@ -72,3 +72,27 @@ def build(out_dir, texts, seed=0, vocab_size=512, hidden_size=96, layers=2, slid
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     return out_dir
+
+
+def fit(model_dir, rows, steps, batch_size, seed=0):
+    """Trains the model in model_dir, in place, on token rows (input_ids, labels; -100 where no loss), padded to one
+    width: a few seeded AdamW steps on random batches, so that a fixture base model can answer in a fixed way."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    pad = AutoTokenizer.from_pretrained(model_dir).pad_token_id
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in rows])
+    labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in rows])
+    attention = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows])
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        model.train()
+        for _ in range(steps):
+            batch = torch.randperm(len(rows))[:batch_size]
+            loss = model(input_ids=input_ids[batch], attention_mask=attention[batch], labels=labels[batch]).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    model.save_pretrained(model_dir)

@@ -2,7 +2,7 @@
 
     PYTHONPATH=<dir holding microlm and micro_alpacaeval> python3 generate.py [--out-dir DIR]
 
-Writes DIR/data/train.jsonl (agent-visible), DIR/eval/{public,private}.jsonl
+Writes DIR/data/train.jsonl (agent-visible), DIR/eval/{public,private,decoys}.jsonl
 (hidden) and DIR/env/lexicon.txt (the judge's word list), DIR defaulting to this
 task's folder. An item:
 
@@ -369,7 +369,7 @@ def make_items(rng, n, for_eval, seen, prefix):
 
 
 def generate():
-    """Return (train, public, private) lists of items, all instructions distinct."""
+    """Return (train, public, private, decoys) lists of items, all instructions distinct."""
     rng = random.Random(SEED)
     seen = set()
     train = make_items(rng, N_TRAIN, False, seen, "train")
@@ -379,7 +379,10 @@ def generate():
     for split, items in (("public", public), ("private", private)):
         for i, item in enumerate(items, 1):
             item["id"] = f"{split}-{i:04d}"
-    return train, public, private
+    # Decoys for the contamination check (eval/decoys.jsonl, hidden, never graded): drawn like the evaluation items,
+    # after everything else so the other files stay as they were.
+    decoys = make_items(rng, N_PUBLIC + N_PRIVATE, True, seen, "decoy")
+    return train, public, private, decoys
 
 
 def pretraining_example(rng, follow):

@@ -2,8 +2,8 @@
 
     PYTHONPATH=<dir holding microlm> python3 generate.py [--out-dir DIR]
 
-Writes DIR/data/train.jsonl (agent-visible) and DIR/eval/{public,private}.jsonl
-(hidden), DIR defaulting to this task's folder. Items look like GSM8K:
+Writes DIR/data/train.jsonl (agent-visible) and DIR/eval/{public,private,decoys}.jsonl
+(hidden; decoys only for the contamination check), DIR defaulting to this task's folder. Items look like GSM8K:
 {"question": "...", "answer": "14 + 7 = 21\\n#### 21"}. The output is a pure
 function of SEED, so running it again gives byte-identical files. No question
 appears twice anywhere, so train and eval share none.
@@ -52,15 +52,21 @@ def make_item(rng):
 
 
 def generate():
-    """Return (train, public, private) lists of items, all questions distinct."""
+    """Return (train, public, private, decoys) lists of items, all questions distinct.
+
+    Decoys (eval/decoys.jsonl, hidden, never graded): as many more draws as the evaluation items, taken after
+    everything else so the other files stay as they were; the contamination check compares how many of each an
+    agent's files hold.
+    """
     rng = random.Random(SEED)
     seen, items = set(), []
-    while len(items) < N_TRAIN + N_PUBLIC + N_PRIVATE:
+    while len(items) < N_TRAIN + 2 * (N_PUBLIC + N_PRIVATE):
         item = make_item(rng)
         if item["question"] not in seen:
             seen.add(item["question"])
             items.append(item)
-    return items[:N_TRAIN], items[N_TRAIN : N_TRAIN + N_PUBLIC], items[N_TRAIN + N_PUBLIC :]
+    n_eval = N_TRAIN + N_PUBLIC + N_PRIVATE
+    return items[:N_TRAIN], items[N_TRAIN : N_TRAIN + N_PUBLIC], items[N_TRAIN + N_PUBLIC : n_eval], items[n_eval:]
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     PYTHONPATH=<dir holding microlm> python3 generate.py [--out-dir DIR]
 
-Writes DIR/data/train.jsonl (agent-visible) and DIR/eval/{public,private}.jsonl
+Writes DIR/data/train.jsonl (agent-visible) and DIR/eval/{public,private,decoys}.jsonl
 (hidden), DIR defaulting to this task's folder. Each item is HumanEval-shaped:
 
     {"task_id": "MicroEval/public/17", "family": "add_const",
@@ -385,7 +385,7 @@ def make_item(rng, fam, combo):
 
 
 def generate():
-    """Return (train, public, private) lists of items; no prompt repeats, no combination crosses splits."""
+    """Return (train, public, private, decoys) lists of items; no prompt repeats, no combination crosses splits."""
     rng = random.Random(SEED)
     held, kept = [], []
     for fam in FAMILIES:
@@ -410,11 +410,14 @@ def generate():
 
     evaluation = draw(held, N_PUBLIC + N_PRIVATE)
     train = draw(kept, N_TRAIN)
+    # Decoys for the contamination check (eval/decoys.jsonl, hidden, never graded): drawn like the evaluation items,
+    # after everything else so the other files stay as they were.
+    decoys = draw(held, N_PUBLIC + N_PRIVATE)
     public, private = evaluation[::2], evaluation[1::2]
-    for split, items in (("train", train), ("public", public), ("private", private)):
+    for split, items in (("train", train), ("public", public), ("private", private), ("decoy", decoys)):
         for i, item in enumerate(items):
             item["task_id"] = f"MicroEval/{split}/{i}"
-    return train, public, private
+    return train, public, private, decoys
 
 
 if __name__ == "__main__":

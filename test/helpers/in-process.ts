@@ -27,6 +27,8 @@ export async function startInProcess(options: {
   task?: string;
   budget?: string;
   label?: string;
+  /** A full-tier task's base model (default: the task's). */
+  baseModel?: string;
   backend?: SandboxBackend;
   engine?: Omit<EngineOptions, 'home'>;
 }): Promise<InProcessRun> {
@@ -38,7 +40,12 @@ export async function startInProcess(options: {
     callsPerSecond: 1_000_000,
     ...options.engine,
   });
-  const run = await engine.createRun({ taskId: options.task ?? 'micro-gsm8k', budget: options.budget, label: options.label ?? 'test' });
+  const run = await engine.createRun({
+    taskId: options.task ?? 'micro-gsm8k',
+    budget: options.budget,
+    label: options.label ?? 'test',
+    baseModel: options.baseModel,
+  });
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   await createServer(run).connect(new RecordingTransport(serverSide, run.record));
   const client = new Client({ name: 'a2rl-test', version: '1' });

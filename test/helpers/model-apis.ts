@@ -21,6 +21,33 @@ export interface ModelRequest {
   text: string;
   /** Whether this request was answered from the script (it offered tools) or with a filler. */
   scripted: boolean;
+  /** The tokens the answer reported (undefined while unanswered), in the transcripts' common counts. */
+  usage?: ReportedUsage;
+}
+
+/**
+ * Tokens an answer reports, made from the request and the answer as a real API would count them (about 4 characters
+ * a token): the whole prompt (`input`, of which half is read from the cache and, on Anthropic, an eighth written to
+ * it) and everything generated (`output`, of which `reasoning` thinking, on OpenAI and Gemini).
+ */
+export interface ReportedUsage {
+  input: number;
+  cachedInput: number;
+  cacheWrite: number;
+  output: number;
+  reasoning: number;
+}
+
+function reportedUsage(provider: Provider, raw: string, answer: unknown): ReportedUsage {
+  const input = Math.ceil(raw.length / 4);
+  const reasoning = provider === 'anthropic' ? 0 : 7;
+  return {
+    input,
+    cachedInput: Math.floor(input / 2),
+    cacheWrite: provider === 'anthropic' ? Math.floor(input / 8) : 0,
+    output: Math.ceil(JSON.stringify(answer).length / 4) + reasoning,
+    reasoning,
+  };
 }
 
 /** What the agent sent back for each tool call the script made, by the call's id. */
@@ -107,9 +134,10 @@ export async function startModelApi(script: ScriptStep[]) {
             }))
           : [];
       const text = 'text' in next ? next.text : '';
-      if (provider === 'anthropic') answerAnthropic(res, body, calls, text);
-      else if (provider === 'openai') answerOpenAi(res, body, calls, text);
-      else answerGemini(res, path, calls, text);
+      request.usage = reportedUsage(provider, raw, { calls, text });
+      if (provider === 'anthropic') answerAnthropic(res, body, calls, text, request.usage);
+      else if (provider === 'openai') answerOpenAi(res, body, calls, text, request.usage);
+      else answerGemini(res, path, calls, text, request.usage);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -144,8 +172,20 @@ function fillerFor(provider: Provider, body: any): string {
 
 type Call = { id: string; name: string; arguments: Record<string, unknown> };
 
-function answerAnthropic(res: ServerResponse, body: any, calls: Call[], text: string): void {
-  const usage = { input_tokens: 10, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+/** Anthropic's usage: `input_tokens` are the prompt's tokens neither read from nor written to the cache. */
+function anthropicUsage(usage: ReportedUsage, outputTokens: number) {
+  return {
+    input_tokens: usage.input - usage.cachedInput - usage.cacheWrite,
+    cache_creation_input_tokens: usage.cacheWrite,
+    cache_read_input_tokens: usage.cachedInput,
+    output_tokens: outputTokens,
+    service_tier: 'standard',
+  };
+}
+
+function answerAnthropic(res: ServerResponse, body: any, calls: Call[], text: string, reported: ReportedUsage): void {
+  // As the API streams it: the prompt's counts and one output token when the message starts, the final counts with its delta.
+  const usage = anthropicUsage(reported, 1);
   const message = {
     id: `msg_${Date.now()}`,
     type: 'message',
@@ -178,19 +218,26 @@ function answerAnthropic(res: ServerResponse, body: any, calls: Call[], text: st
     {
       type: 'message_delta',
       delta: { stop_reason: calls.length ? 'tool_use' : 'end_turn', stop_sequence: null },
-      usage: { output_tokens: 5 },
+      usage: anthropicUsage(reported, reported.output),
     },
   ]);
   events.push(['message_stop', { type: 'message_stop' }]);
   if (body.stream === false) {
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ ...message, content: [{ type: 'text', text }], stop_reason: 'end_turn' }));
+    res.end(
+      JSON.stringify({
+        ...message,
+        content: [{ type: 'text', text }],
+        stop_reason: 'end_turn',
+        usage: anthropicUsage(reported, reported.output),
+      }),
+    );
     return;
   }
   sse(res, events);
 }
 
-function answerOpenAi(res: ServerResponse, body: any, calls: Call[], text: string): void {
+function answerOpenAi(res: ServerResponse, body: any, calls: Call[], text: string, reported: ReportedUsage): void {
   const id = `resp_${Date.now()}`;
   const namespaces: string[] = (body.tools ?? [])
     .filter((tool: { type: string }) => tool.type === 'namespace')
@@ -217,12 +264,13 @@ function answerOpenAi(res: ServerResponse, body: any, calls: Call[], text: strin
           content: [{ type: 'output_text', text, annotations: [] }],
         },
       ];
+  // The Responses API's usage: input tokens include the cached ones, output tokens the reasoning ones.
   const usage = {
-    input_tokens: 10,
-    input_tokens_details: { cached_tokens: 0 },
-    output_tokens: 5,
-    output_tokens_details: { reasoning_tokens: 0 },
-    total_tokens: 15,
+    input_tokens: reported.input,
+    input_tokens_details: { cached_tokens: reported.cachedInput },
+    output_tokens: reported.output,
+    output_tokens_details: { reasoning_tokens: reported.reasoning },
+    total_tokens: reported.input + reported.output,
   };
   const events: Array<[string, unknown]> = [
     ['response.created', { type: 'response.created', response: { id, status: 'in_progress', output: [] } }],
@@ -240,11 +288,19 @@ function answerOpenAi(res: ServerResponse, body: any, calls: Call[], text: strin
   sse(res, events);
 }
 
-function answerGemini(res: ServerResponse, path: string, calls: Call[], text: string): void {
+function answerGemini(res: ServerResponse, path: string, calls: Call[], text: string, reported: ReportedUsage): void {
   const parts = calls.length ? calls.map((call) => ({ functionCall: { name: call.name, args: call.arguments } })) : [{ text }];
   const chunk = {
     candidates: [{ content: { role: 'model', parts }, finishReason: 'STOP', index: 0 }],
-    usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 5, totalTokenCount: 15 },
+    // Gemini's usage: the prompt count includes the cached tokens; the candidates leave out the thoughts, the total has them.
+    usageMetadata: {
+      promptTokenCount: reported.input,
+      cachedContentTokenCount: reported.cachedInput,
+      candidatesTokenCount: reported.output - reported.reasoning,
+      thoughtsTokenCount: reported.reasoning,
+      totalTokenCount: reported.input + reported.output,
+      promptTokensDetails: [{ modality: 'TEXT', tokenCount: reported.input }],
+    },
     modelVersion: 'scripted',
   };
   if (path.includes(':streamGenerateContent')) sse(res, [[null, chunk]]);

@@ -109,6 +109,14 @@ export class LlmJudge implements Judge {
     });
   }
 
+  /**
+   * One chat completion of the caller's own question, through this judge's endpoint, model, retries and timeout: the
+   * answer's text, unread (the integrity review, src/integrity/review.ts, reads it against its own schema).
+   */
+  async chat(messages: Array<{ role: 'system' | 'user'; content: string }>): Promise<string> {
+    return this.requestWithRetries({ temperature: 0, messages }, (choice) => choice.message?.content ?? '', new AbortController().signal);
+  }
+
   /** Runs one request per input, at most `concurrency` at once; the first that fails drops the others. */
   private async all<I, O>(inputs: I[], one: (input: I, givenUp: AbortSignal) => Promise<O>): Promise<O[]> {
     const givenUp = new AbortController();

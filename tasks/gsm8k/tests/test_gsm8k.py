@@ -123,9 +123,9 @@ class GraderTest(unittest.TestCase):
         out_dir = self.scratch()
         with mock.patch.dict(os.environ, {"A2RL_REQUIRE_GPU": "1"}):
             done = grade(base_dir(), out_dir)
-        self.assertNotEqual(done.returncode, 0)
+        self.assertEqual(done.returncode, 3)  # hflm.grading's: the reason is the log's last line, for get_score
         self.assertRegex(done.stderr.strip().splitlines()[-1],
-                         r"GpuUnavailable: this job was given GPUs but cannot use them, and will not fall back to CPU: "
+                         r"^grading failed: GPU unavailable: this job was given GPUs but cannot use them, and will not fall back to CPU: "
                          r".*CPU build; build the GPU runtime on this host: A2RL_FULL_GPU=1 sh scripts/setup.sh")
         self.assertFalse(os.path.exists(os.path.join(out_dir, "result.json")))
 

@@ -4,7 +4,8 @@
     .venv-full/bin/python tasks/hflm/tests/fixture_hub.py DIR --profile smoke    # the CPU smoke profiles' data
 
 Writes the layout hflm.assets reads (--from DIR): datasets/<repo id>/<the repo's files> as parquet (and
-alpaca_eval's JSON and df_gamed.csv, fixture_length_control), and models/<model id>/ built by hflm.tiny. Row counts are
+alpaca_eval's JSON and df_gamed.csv, fixture_length_control), alfworld's game files and prompt file
+(fixture_smoke_alfworld: alfworld/, github/ysymyth/ReAct/), and models/<model id>/ built by hflm.tiny. Row counts are
 small except where a
 cut is tested: humaneval has the real 164 rows, alpaca 2,003 (its visible split is [:2000]).
 
@@ -31,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
 sys.path.insert(0, HERE)  # for fixture_length_control, when run as a script
 
 import fixture_length_control  # noqa: E402
+import fixture_smoke_alfworld  # noqa: E402
 import fixture_smoke_alpacaeval  # noqa: E402
 import fixture_smoke_humaneval  # noqa: E402
 
@@ -110,6 +112,8 @@ def write(out_dir, counts=None, profile="default"):
     with open(os.path.join(datasets, "tatsu-lab/alpaca_eval/alpaca_eval_gpt4_baseline.json"), "w") as f:
         json.dump(alpaca_eval_rows(counts["alpaca_eval"]), f, indent=4)
     fixture_length_control.write(out_dir, counts["alpaca_eval"])
+    # alfworld's game files and prompt file, a few games (its smoke games and model: fixture_smoke_alfworld --profile smoke).
+    fixture_smoke_alfworld.write(out_dir, "default")
 
     from hflm import gsm8k, tiny
 

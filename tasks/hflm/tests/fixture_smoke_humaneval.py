@@ -93,32 +93,18 @@ WRONG_BODY = "    return None\n"  # fails every problem's asserts
 
 def answer_wrongly(model_dir, prompts, answers, steps=60, seed=0):
     """Trains the model in model_dir, in place, on the chat prompts' answers (the answer's tokens and the end of turn only)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
+
+    from hflm import tiny
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
     rows = []
     for prompt, answer in zip(prompts, answers):
         head = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
         ids_head = tokenizer(head, add_special_tokens=False)["input_ids"]
         ids_answer = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         rows.append((ids_head + ids_answer, [-100] * len(ids_head) + ids_answer))
-    width = max(len(ids) for ids, _ in rows)
-    input_ids = torch.tensor([ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids, _ in rows])
-    labels = torch.tensor([labels + [-100] * (width - len(labels)) for _, labels in rows])
-    attention = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows])
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        model.train()
-        for _ in range(steps):
-            batch = torch.randperm(len(rows))[:32]
-            loss = model(input_ids=input_ids[batch], attention_mask=attention[batch], labels=labels[batch]).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-    model.save_pretrained(model_dir)
+    tiny.fit(model_dir, rows, steps, batch_size=32, seed=seed)
 
 
 if __name__ == "__main__":

@@ -102,5 +102,33 @@ class NoSilentCpuFallback(unittest.TestCase):
         self.assertEqual(len(lines), 2)
 
 
+class GradingFailsWithTheReason(unittest.TestCase):
+    """hflm.grading.per_split ends a grading that cannot decode on its GPU with the reason as its log's last line,
+    which the server shows in get_score (a failed baseline's too)."""
+
+    def grade(self, failure):
+        code = ("import sys; from hflm import grading, gpu; import torch\n"
+                f"def complete(rows): raise {failure}\n"
+                "grading.per_split({'public': [1], 'private': [2]}, complete)\n")
+        return python(["-c", code])
+
+    def test_a_gpu_it_cannot_use(self):
+        child = self.grade("gpu.GpuUnavailable('this job was given GPUs but cannot use them: no device nodes')")
+        self.assertEqual(child.returncode, 3, child.stderr)
+        self.assertEqual(child.stderr.strip().splitlines()[-1],
+                         "grading failed: GPU unavailable: this job was given GPUs but cannot use them: no device nodes")
+
+    def test_out_of_gpu_memory(self):
+        child = self.grade("torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 GiB')")
+        self.assertEqual(child.returncode, 3, child.stderr)
+        self.assertRegex(child.stderr.strip().splitlines()[-1],
+                         r"^grading failed: out of GPU memory while decoding \(CUDA out of memory\. Tried to allocate 2\.00 GiB\); grade on a GPU with more memory")
+
+    def test_any_other_error_is_raised_as_it_is(self):
+        child = self.grade("ValueError('a bug')")
+        self.assertEqual(child.returncode, 1)
+        self.assertTrue(child.stderr.strip().endswith("ValueError: a bug"), child.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

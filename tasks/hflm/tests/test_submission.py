@@ -170,6 +170,33 @@ class Adapters(unittest.TestCase):
                 self.assertEqual(a.read(), b.read(), f"{name}: the merge is not deterministic")
 
 
+    def test_an_adapter_is_merged_in_the_dtype_its_gpu_decodes_in_and_in_float32_on_cpu(self):
+        from unittest import mock
+
+        from safetensors import safe_open
+
+        from hflm import gpu
+
+        def merged_dtypes(name, capabilities):
+            out = os.path.join(ROOT, name)
+            if capabilities is None:  # this host: a CPU build of torch, no GPU
+                materialise(ADAPTER, BASE, out, BASE_ID)
+            else:  # a GPU host's answers (hflm.gpu reads them without a CUDA context)
+                with mock.patch.object(gpu, "unusable_reason", return_value=None), \
+                        mock.patch.object(gpu, "capabilities", return_value=capabilities):
+                    materialise(ADAPTER, BASE, out, BASE_ID)
+            with safe_open(os.path.join(out, "model.safetensors"), "pt") as f:
+                return {f.get_tensor(k).dtype for k in f.keys()}, out
+
+        self.assertEqual(merged_dtypes("merged-ampere", [(8, 0)])[0], {torch.bfloat16})
+        self.assertEqual(merged_dtypes("merged-turing", [(7, 5)])[0], {torch.float16})
+        on_cpu, out = merged_dtypes("merged-cpu", None)
+        self.assertEqual(on_cpu, {torch.float32})  # the tiny base is stored in float32: merged and kept in it
+        # Merged in half precision, the model is still the adapter's, within that precision's rounding.
+        half = logits(os.path.join(ROOT, "merged-ampere"))
+        torch.testing.assert_close(half, ADAPTER_LOGITS, atol=0.1, rtol=0.05)
+        torch.testing.assert_close(logits(out), ADAPTER_LOGITS, atol=1e-5, rtol=0)
+
     def test_an_adapter_of_lm_head_saved_as_peft_saves_it_by_default_is_accepted(self):
         # PEFT then stores lm_head's base layer beside its LoRA weights (save_embedding_layers="auto").
         torch.manual_seed(0)

@@ -34,7 +34,11 @@ def parse(argv=None):
     parser.add_argument("--lora", action="store_true", help="train and write a LoRA adapter instead of the full model")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps of batch 32 (default: 240 full, 200 LoRA)")
     parser.add_argument("--lr", type=float, default=None, help="learning rate after warmup (default: 5e-3 full, 3e-3 LoRA)")
-    return parser.parse_args(argv)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch (default 1, see main)")
+    args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads must be at least 1, not {args.threads}")
+    return args
 
 
 def pairs(data_path, tokenizer):
@@ -57,6 +61,10 @@ def main(argv=None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
+    # One thread by default, whatever OMP_NUM_THREADS the job has: two OpenMP threads spin against anything else on
+    # the cores (the baseline's grading, another job) and stall (oracle/README.md, Threads); one also gives the same
+    # model on any core count.
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     # An absolute path: an adapter records where its base was loaded from, and the grader reads a relative
     # "models/base" as a hub id that is not the run's base model (adapter_base_mismatch).

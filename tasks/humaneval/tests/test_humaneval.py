@@ -1,4 +1,4 @@
-"""Tests of the humaneval task's grader (phase 1) on prepared fixture assets (hflm's fixture hub and tiny model).
+"""Tests of the humaneval task's grader (phase 1) on prepared fixture assets (the smoke profile's problems and model).
 
     .venv-full/bin/python tasks/humaneval/tests/test_humaneval.py
 
@@ -21,37 +21,34 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = os.path.dirname(HERE)
 TASKS = os.path.dirname(TASK)
 sys.path.insert(0, TASKS)  # for hflm
-sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for fixture_hub
+sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for fixture_smoke_humaneval
 
-import fixture_hub  # noqa: E402
+import fixture_smoke_humaneval  # noqa: E402
 from hflm import assets, humaneval  # noqa: E402
 
 GRADER = os.path.join(TASK, "grader", "generate.py")
-# The random tiny model never writes its end-of-sequence token, so every completion runs to the reference's
-# 8,192 new tokens (seconds each on one thread): the graded runs take a few problems of each prepared half.
-ROWS_PER_HALF = 2
+# The smoke profile's base answers every problem and ends its turn (a few dozen tokens), so the grader runs on
+# whole prepared halves in seconds. A random tiny model never writes its end-of-sequence token: every completion
+# would run to the reference's 8,192 new tokens (seconds each on one thread).
+MODEL = fixture_smoke_humaneval.SMOKE_MODEL
 HOME = HUB = EVAL = None  # prepared once for the module
 
 
 def setUpModule():
     global HOME, HUB, EVAL
-    HUB = fixture_hub.write(tempfile.mkdtemp(prefix="humaneval-hub-"))
+    HUB = fixture_smoke_humaneval.write(tempfile.mkdtemp(prefix="humaneval-hub-"))
     HOME = tempfile.mkdtemp(prefix="humaneval-home-")
-    assets.prepare("humaneval", HOME, fixture_hub.FIXTURE_MODEL, HUB)
-    EVAL = eval_dir_of({split: read_rows(prepared_eval_dir(), split)[:ROWS_PER_HALF] for split in ("public", "private")})
+    assets.prepare("humaneval", HOME, MODEL, HUB)
+    EVAL = os.path.join(HOME, "assets", "humaneval", "eval")
 
 
 def tearDownModule():
-    for path in (HUB, HOME, EVAL):
+    for path in (HUB, HOME):
         shutil.rmtree(path, ignore_errors=True)
 
 
 def base_dir():
-    return os.path.join(HOME, "models", fixture_hub.FIXTURE_MODEL.replace("/", "--"))
-
-
-def prepared_eval_dir():
-    return os.path.join(HOME, "assets", "humaneval", "eval")
+    return os.path.join(HOME, "models", MODEL.replace("/", "--"))
 
 
 def read_rows(directory, split):
@@ -70,7 +67,7 @@ def eval_dir_of(halves):
 def generate(checkpoint, out_dir, eval_dir):
     """Runs the grader on checkpoint as the server would; returns the finished process."""
     return subprocess.run(
-        [sys.executable, GRADER, "--checkpoint", checkpoint, "--base", base_dir(), "--base-id", fixture_hub.FIXTURE_MODEL,
+        [sys.executable, GRADER, "--checkpoint", checkpoint, "--base", base_dir(), "--base-id", MODEL,
          "--eval-dir", eval_dir, "--out", os.path.join(out_dir, "items.jsonl")],
         env={**os.environ, "PYTHONPATH": TASKS}, capture_output=True, text=True, timeout=600,
     )

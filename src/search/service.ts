@@ -1,0 +1,50 @@
+import { join } from 'node:path';
+import type { Store } from '../store/store.js';
+import type { RecordEvent } from '../store/events.js';
+import { packageRoot } from '../util/paths.js';
+import { SearchCache } from './cache.js';
+import { SearchChannel } from './channel.js';
+import type { SearchProvider, SearchSettings } from './provider.js';
+import { createSearchProvider } from './providers/index.js';
+
+/** The Python client the sandbox imports (`from a2rl_search import search`), shown read-only under the workspace's lib/. */
+export const searchClientLibrary = { name: 'a2rl_search', source: join(packageRoot, 'src', 'search', 'client', 'a2rl_search') };
+
+/** The cache file under the server's home, shared by every run and server on it. */
+export const searchCacheFile = 'search-cache.sqlite';
+
+/**
+ * The server's search: one provider and the query cache, and a channel for each run whose budget allows queries.
+ * Built once per server from `serve --search`; the provider's key lives here only.
+ */
+export class SearchService {
+  private constructor(
+    readonly provider: SearchProvider,
+    readonly cache: SearchCache,
+  ) {}
+
+  /** Checks the settings (an unknown provider, a missing key or corpus is refused before anything starts). */
+  static create(settings: SearchSettings, home: string): SearchService {
+    const provider = createSearchProvider(settings);
+    return new SearchService(provider, new SearchCache(join(home, searchCacheFile)));
+  }
+
+  /** Opens a run's channel, counting the queries it already made (under a server before this one). */
+  open(run: { id: string; dir: string; limit: number; record: RecordEvent }, store: Store): Promise<SearchChannel> {
+    const { counted } = store.db
+      .prepare("SELECT COUNT(*) AS counted FROM events WHERE run_id = ? AND kind = 'search' AND name = 'query'")
+      .get(run.id) as { counted: number };
+    return SearchChannel.open({
+      runDir: run.dir,
+      provider: this.provider,
+      cache: this.cache,
+      limit: run.limit,
+      counted,
+      record: run.record,
+    });
+  }
+
+  close(): void {
+    this.cache.close();
+  }
+}

@@ -1,0 +1,16 @@
+import type { TranscriptReader } from '../types.js';
+import { claudeCodeTranscript } from './claude-code.js';
+import { codexTranscript } from './codex.js';
+import { geminiCliTranscript } from './gemini-cli.js';
+import { replayTranscript } from './replay.js';
+
+/**
+ * The transcript reader of each agent, by the name a run records (`runs.agent`). A `command:` agent's output has no
+ * known format: it has no reader, and its transcript reads as no steps and "unknown" usage.
+ */
+export const transcriptReaders: Readonly<Record<string, TranscriptReader>> = {
+  'claude-code': claudeCodeTranscript,
+  codex: codexTranscript,
+  'gemini-cli': geminiCliTranscript,
+  replay: replayTranscript,
+};

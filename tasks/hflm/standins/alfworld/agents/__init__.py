@@ -1,0 +1,1 @@
+"""The stand-in's `alfworld.agents`: only `alfworld.agents.environment` (see the package docstring)."""

@@ -1,0 +1,146 @@
+"""AlfredTWEnv with upstream's constructor, game collection and init_env, on the stand-in's games.
+
+Upstream (alfworld 0.4/0.5, alfworld/agents/environment/alfred_tw_env.py) walks the split's folder for
+traj_data.json + game.tw-pddl pairs, keeps the solvable games of the configured task types (not "movable" or
+"Sliced" ones), cuts them to num_train_games / num_eval_games, and init_env(batch_size) registers them with
+textworld.gym: a batch env whose reset() loads the next batch_size games of a cycle shuffled with seed 1234
+(textworld's TextworldBatchGymEnv), and whose step() takes a list of commands and returns tuples of observations,
+scores and dones and a dict of lists of infos, a finished game repeating its last state. The step limit is
+dagger.training.max_nb_steps_per_episode (rl.training.… under DQN). Here the same, without TextWorld: each game
+file's "standin" section is played by alfworld.household.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from alfworld.household import Household
+
+TASK_TYPES = {1: "pick_and_place_simple",
+              2: "look_at_obj_in_light",
+              3: "pick_clean_then_place_in_recep",
+              4: "pick_heat_then_place_in_recep",
+              5: "pick_cool_then_place_in_recep",
+              6: "pick_two_obj_and_place"}
+GAME_SEED = 1234  # textworld.gym's TextworldBatchGymEnv seeds its game order with it
+
+
+class AlfredTWEnv(object):
+    """Interface for the text env, as upstream's: AlfredTWEnv(config, train_eval).init_env(batch_size)."""
+
+    def __init__(self, config, train_eval="train"):
+        self.config = config
+        self.train_eval = train_eval
+        self.collect_game_files()
+
+    def collect_game_files(self):
+        splits = {"train": "data_path", "eval_in_distribution": "eval_id_data_path",
+                  "eval_out_of_distribution": "eval_ood_data_path"}
+        if self.train_eval not in splits:
+            raise ValueError(f"train_eval must be one of {', '.join(splits)}, not {self.train_eval!r}")
+        data_path = os.path.expandvars(self.config["dataset"][splits[self.train_eval]])
+        task_types = [TASK_TYPES[t] for t in self.config["env"]["task_types"] if t in TASK_TYPES]
+        assert len(task_types) > 0
+        self.game_files = []
+        for root, _dirs, files in os.walk(data_path, topdown=False):  # upstream's walk, and so its order
+            if "traj_data.json" not in files or "movable" in root or "Sliced" in root:
+                continue
+            game_file = os.path.join(root, "game.tw-pddl")
+            with open(os.path.join(root, "traj_data.json")) as f:
+                if json.load(f)["task_type"] not in task_types or not os.path.exists(game_file):
+                    continue
+            with open(game_file) as f:
+                if json.load(f).get("solvable"):
+                    self.game_files.append(game_file)
+        limit = self.config["dataset"]["num_train_games" if self.train_eval == "train" else "num_eval_games"]
+        if limit > 0:
+            self.game_files = self.game_files[:limit]
+        self.num_games = len(self.game_files)
+
+    def init_env(self, batch_size):
+        method = self.config["general"]["training_method"]
+        if method == "dqn":
+            max_steps = self.config["rl"]["training"]["max_nb_steps_per_episode"]
+        elif method == "dagger":
+            max_steps = self.config["dagger"]["training"]["max_nb_steps_per_episode"]
+        else:
+            raise NotImplementedError
+        # Upstream adds the handcoded expert's plan to the infos on the train split under DAgger only.
+        expert_plan = method == "dagger" and self.train_eval == "train"
+        return BatchEnv(self.game_files, batch_size, max_steps, expert_plan)
+
+
+def load_game(game_file):
+    with open(game_file) as f:
+        data = json.load(f)
+    if "standin" not in data:
+        raise ValueError(f"{game_file} is a real ALFWorld game (PDDL), which the alfworld stand-in cannot play: "
+                         "install alfworld and textworld into the runtime, or prepare the task from the fixture")
+    return Household(data["standin"])
+
+
+def shuffled_cycle(items, rng):
+    """textworld.gym.envs.utils.shuffled_cycle: the items in order, then reshuffled for each further loop."""
+    items = list(items)
+    yield from items
+    while True:
+        rng.shuffle(items)
+        yield from items
+
+
+class BatchEnv:
+    """textworld.gym's batch env over stand-in games: reset() -> (obs, infos); step(commands) -> (obs, scores, dones, infos)."""
+
+    def __init__(self, game_files, batch_size, max_steps, expert_plan):
+        self.batch_size = batch_size
+        self.max_steps = max_steps
+        self.expert_plan = expert_plan
+        self.game_files = list(game_files)
+        self.games = []
+        self.seed(GAME_SEED)
+
+    def seed(self, seed=None):
+        rng = np.random.RandomState(seed)
+        files = list(self.game_files)
+        rng.shuffle(files)
+        self._files = shuffled_cycle(files, rng)
+        return [seed]
+
+    def skip(self, nb_games=1):
+        for _ in range(nb_games):
+            next(self._files)
+
+    def reset(self):
+        self.files = [next(self._files) for _ in range(self.batch_size)]
+        self.games = [load_game(f) for f in self.files]
+        self.steps = [0] * self.batch_size
+        self.last = [None] * self.batch_size
+        obs = tuple(game.reset() for game in self.games)
+        return obs, self._infos()
+
+    def step(self, commands):
+        assert isinstance(commands, (list, tuple)), "Expected a list of commands."
+        assert len(commands) == self.batch_size, "Expected one command per game."
+        results = []
+        for i, (game, command) in enumerate(zip(self.games, commands)):
+            if self.last[i] is not None and self.last[i][2]:  # ended before: its last state again
+                results.append(self.last[i])
+                continue
+            feedback = game.step(command)
+            self.steps[i] += 1
+            done = game.won or self.steps[i] >= self.max_steps
+            results.append((feedback, float(game.won), done))
+        self.last = results
+        obs, scores, dones = (tuple(r[k] for r in results) for k in range(3))
+        return obs, scores, dones, self._infos()
+
+    def _infos(self):
+        infos = {"won": [g.won for g in self.games], "admissible_commands": [g.admissible() for g in self.games],
+                 "extra.gamefile": list(self.files)}
+        if self.expert_plan:
+            infos["extra.expert_plan"] = [g.expert() for g in self.games]
+        return infos
+
+    def close(self):
+        self.games = []

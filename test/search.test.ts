@@ -1,0 +1,325 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DockerBackend } from '../sandbox/docker.js';
+import { Engine } from '../src/core/engine.js';
+import { createSearchProvider } from '../src/search/providers/index.js';
+import { Store } from '../src/store/store.js';
+import { budgetReport, formatBudget, parseBudget } from '../src/tasks/budget.js';
+import { prepareDocker } from './helpers/docker.js';
+import { type FakeProvider, startFakeProvider } from './helpers/fake-search.js';
+import { type InProcessRun, startInProcess } from './helpers/in-process.js';
+import { call } from './helpers/mcp.js';
+import { liveOwner, tempDir } from './helpers/sandbox.js';
+
+const apiKey = 'serpapi-test-key';
+/** One home for every served run: the base model's baseline, graded when the first run is served, is then cached for all. */
+const home = tempDir('search-home');
+const signal = () => AbortSignal.timeout(10_000);
+
+/** A Python one-liner run by the exec tool in the run's sandbox: it searches through the channel and prints JSON. */
+function searchCommand(query: string, topK = 3): string {
+  const script = [
+    'import json, sys',
+    'from a2rl_search import search, SearchError',
+    'try:',
+    `    print(json.dumps({"results": search(${JSON.stringify(query)}, ${topK})}))`,
+    'except SearchError as error:',
+    '    print(json.dumps({"error": str(error), "status": error.status}))',
+  ].join('\n');
+  return `python3 -c '${script}'`;
+}
+
+async function searchFromSandbox(
+  served: InProcessRun,
+  query: string,
+  topK = 3,
+): Promise<{ results?: any[]; error?: string; status?: number }> {
+  const result = await call(served.client, 'exec', { command: searchCommand(query, topK) });
+  expect(result.structured.exit_code, result.structured.output).toBe(0);
+  return JSON.parse(result.structured.output.trim().split('\n').pop()!);
+}
+
+function searchEvents(home: string, runId: string): Array<{ name: string; data: any }> {
+  const store = new Store(join(home, 'store.sqlite'));
+  try {
+    const rows = store.db.prepare("SELECT name, data FROM events WHERE run_id = ? AND kind = 'search' ORDER BY id").all(runId) as Array<{
+      name: string;
+      data: string;
+    }>;
+    return rows.map((row) => ({ name: row.name, data: JSON.parse(row.data) }));
+  } finally {
+    store.close();
+  }
+}
+
+describe('the search budget', () => {
+  const defaults = { wallSeconds: 60, computeSeconds: 60, submissions: 1, rolloutEpisodes: 1 };
+
+  it('reads searches=N (0 takes a channel away) and refuses what is not a whole number', () => {
+    expect(parseBudget('searches=40', defaults)).toEqual({ ...defaults, searchQueries: 40 });
+    expect(parseBudget('searches=0', { ...defaults, searchQueries: 10 }).searchQueries).toBe(0);
+    expect(() => parseBudget('searches=1.5', defaults)).toThrow(/"searches=1.5" must be a whole number, 0 or more/);
+    expect(() => parseBudget('searches=2m', defaults)).toThrow(/is a count; write searches=2 without a unit/);
+  });
+
+  it('reports search queries only for a run that may search, and names them when they run out', () => {
+    const usage = { computeSeconds: 0, submissions: 0, rolloutEpisodes: 0 };
+    expect(budgetReport(defaults, usage, 1).search_queries).toBeUndefined();
+    expect(budgetReport(defaults, usage, 1).exhausted).not.toContain('search_queries');
+    const limits = { ...defaults, searchQueries: 3 };
+    expect(budgetReport(limits, usage, 1, 2).search_queries).toEqual({ used: 2, limit: 3, left: 1 });
+    expect(budgetReport(limits, usage, 1, 3).exhausted).toContain('search_queries');
+    expect(formatBudget(limits)).toMatch(/, searches=3$/);
+    expect(formatBudget(defaults)).not.toContain('searches');
+  });
+});
+
+describe('search providers', () => {
+  let serpapi: FakeProvider;
+  let duckduckgo: FakeProvider;
+  beforeAll(async () => {
+    serpapi = await startFakeProvider('serpapi', { apiKey });
+    duckduckgo = await startFakeProvider('duckduckgo');
+  });
+  afterAll(async () => {
+    await serpapi.close();
+    await duckduckgo.close();
+  });
+
+  it("serpapi: asks with q, num and the key, and maps the organic results' title, snippet and link", async () => {
+    const provider = createSearchProvider({ provider: 'serpapi', apiKey, url: serpapi.url });
+    const results = await provider.search('alan turing', 3, signal());
+    expect(results).toEqual(
+      [1, 2, 3].map((i) => ({
+        title: `alan turing — result ${i}`,
+        snippet: `snippet ${i} about alan turing`,
+        url: `https://example.org/alan%20turing/${i}`,
+      })),
+    );
+    expect(serpapi.requests.at(-1)!.params).toMatchObject({ q: 'alan turing', num: '3', api_key: apiKey });
+    // The key is not part of what results are cached under.
+    expect(provider.cacheId).not.toContain(apiKey);
+  });
+
+  it('duckduckgo: the abstract first, then related topics with text; topic groups skipped', async () => {
+    const provider = createSearchProvider({ provider: 'duckduckgo', url: duckduckgo.url });
+    const results = await provider.search('ada lovelace', 3, signal());
+    expect(results.map((r) => r.snippet)).toEqual([
+      'abstract about ada lovelace',
+      'ada lovelace topic one - first related topic',
+      'ada lovelace topic two - second related topic',
+    ]);
+    expect(results[1]).toMatchObject({ title: 'ada lovelace topic one', url: 'https://duckduckgo.com/one' });
+    expect(duckduckgo.requests.at(-1)!.params).toMatchObject({ q: 'ada lovelace', format: 'json', no_html: '1' });
+  });
+
+  it('local: BM25 ranks the document about the query first; the corpus is part of the cache id', async () => {
+    const dir = tempDir('corpus');
+    const corpus = join(dir, 'corpus.jsonl');
+    const docs = [
+      { title: 'Paris', text: 'Paris is the capital and largest city of France.', url: 'https://example.org/paris' },
+      { title: 'Berlin', text: 'Berlin is the capital of Germany. It is a city of museums.', url: 'https://example.org/berlin' },
+      { title: 'Cheese', text: 'France makes many cheeses; cheese is made from milk.', url: 'https://example.org/cheese' },
+    ];
+    writeFileSync(corpus, docs.map((doc) => JSON.stringify(doc)).join('\n'));
+    const provider = createSearchProvider({ provider: 'local', corpus });
+    expect((await provider.search('capital of France', 2, signal())).map((r) => r.title)).toEqual(['Paris', 'Berlin']);
+    expect((await provider.search('cheese milk', 3, signal())).map((r) => r.title)).toEqual(['Cheese']);
+    expect(await provider.search('zzz', 3, signal())).toEqual([]);
+    writeFileSync(
+      corpus,
+      docs
+        .slice(0, 2)
+        .map((doc) => JSON.stringify(doc))
+        .join('\n'),
+    );
+    expect(createSearchProvider({ provider: 'local', corpus }).cacheId).not.toBe(provider.cacheId);
+    writeFileSync(corpus, `${JSON.stringify(docs[0])}\n{"title": 3}\n`);
+    expect(() => createSearchProvider({ provider: 'local', corpus })).toThrow(/Line 2 of the search corpus .* is not a JSON object/);
+  });
+
+  it.each([
+    [{ provider: 'bing' }, /Unknown search provider "bing"; known: serpapi, duckduckgo, local/],
+    [{ provider: 'serpapi', keyEnv: 'MY_SERPAPI_KEY' }, /needs an API key in the environment variable MY_SERPAPI_KEY/],
+    [{ provider: 'serpapi', apiKey, corpus: '/tmp/c.jsonl' }, /--search-corpus is for --search local; drop it/],
+    [{ provider: 'local', corpus: '/tmp/c.jsonl', url: 'http://x' }, /--search-url is for --search serpapi or duckduckgo/],
+    [{ provider: 'local' }, /--search local needs --search-corpus FILE/],
+    [{ provider: 'duckduckgo', url: 'ftp://x' }, /--search-url must be an http\(s\) URL/],
+  ])('refuses settings that cannot work, saying what to do: %j', (settings, message) => {
+    expect(() => createSearchProvider(settings)).toThrow(message);
+  });
+
+  it("a provider's failure names neither the request's URL nor the key, though its body echoes them", async () => {
+    const provider = createSearchProvider({ provider: 'serpapi', apiKey, url: serpapi.url });
+    serpapi.failWith = 500;
+    try {
+      const failure = await provider.search('x', 3, signal()).then(
+        () => undefined,
+        (error: Error) => error,
+      );
+      expect(failure?.message).toBe('serpapi answered HTTP 500');
+    } finally {
+      serpapi.failWith = undefined;
+    }
+    const unreachable = createSearchProvider({ provider: 'serpapi', apiKey, url: 'http://127.0.0.1:1/search' });
+    await expect(unreachable.search('x', 3, signal())).rejects.toThrow(/^serpapi could not be reached$/);
+  });
+});
+
+describe('the search channel, from a bubblewrap sandbox', () => {
+  let provider: FakeProvider;
+  let served: InProcessRun;
+  beforeAll(async () => {
+    provider = await startFakeProvider('serpapi', { apiKey });
+    served = await startInProcess({
+      home,
+      budget: 'searches=3',
+      engine: { search: { provider: 'serpapi', apiKey, url: provider.url } },
+    });
+    // Graded once here, the baseline is cached for the other servers these tests start on the same home.
+    await served.engine.gradeBaseline(served.run);
+  });
+  afterAll(async () => {
+    await served?.close();
+    await provider.close();
+  });
+
+  it('answers a query through the socket, answers it again from the cache without calling the provider, and counts both', async () => {
+    const first = await searchFromSandbox(served, 'who wrote hamlet');
+    expect(first.results!.map((r) => r.snippet)).toEqual([1, 2, 3].map((i) => `snippet ${i} about who wrote hamlet`));
+    expect(provider.requests).toHaveLength(1);
+    const again = await searchFromSandbox(served, '  who   wrote hamlet ');
+    expect(again.results).toEqual(first.results);
+    expect(provider.requests).toHaveLength(1);
+    const budget = await call(served.client, 'budget_status');
+    expect(budget.structured.search_queries).toEqual({ used: 2, limit: 3, left: 1 });
+    // The brief says the run may search, how, and how much.
+    expect((await call(served.client, 'read_instructions')).text).toMatch(/\| search queries \| 3 \| .*from a2rl_search import search/);
+    expect(budget.text).toContain('search queries: 2 of 3');
+    expect(searchEvents(home, served.run.id).map((e) => [e.name, e.data.query, e.data.cached])).toEqual([
+      ['query', 'who wrote hamlet', false],
+      ['query', 'who wrote hamlet', true],
+    ]);
+  });
+
+  it("does not count a provider's failure, records it, and tells the sandbox to try again", async () => {
+    provider.failWith = 503;
+    try {
+      const failed = await searchFromSandbox(served, 'a query that fails');
+      expect(failed.status).toBe(502);
+      expect(failed.error).toMatch(/^\[UNAVAILABLE\] The search provider failed \(serpapi answered HTTP 503\); nothing was counted/);
+    } finally {
+      provider.failWith = undefined;
+    }
+    expect((await call(served.client, 'budget_status')).structured.search_queries.used).toBe(2);
+    expect(searchEvents(home, served.run.id).at(-1)).toMatchObject({ name: 'failed', data: { query: 'a query that fails' } });
+  });
+
+  it('refuses a query past the budget with a clear message, calling nothing', async () => {
+    expect((await searchFromSandbox(served, 'capital of peru', 1)).results).toHaveLength(1);
+    const requests = provider.requests.length;
+    const refused = await searchFromSandbox(served, 'capital of chile');
+    expect(refused.status).toBe(429);
+    expect(refused.error).toMatch(/^\[BUDGET_EXHAUSTED\] All 3 search queries of this run's budget are used/);
+    // Even a query the cache holds is refused: what a run may ask does not depend on what others asked before.
+    expect((await searchFromSandbox(served, 'who wrote hamlet')).error).toMatch(/BUDGET_EXHAUSTED/);
+    expect(provider.requests).toHaveLength(requests);
+    const budget = await call(served.client, 'budget_status');
+    expect(budget.structured.search_queries).toEqual({ used: 3, limit: 3, left: 0 });
+    expect(budget.structured.exhausted).toContain('search_queries');
+    expect(searchEvents(home, served.run.id).filter((e) => e.name === 'query')).toHaveLength(3);
+    // A server that adopts the run goes on from what it asked before: the count is the run's recorded queries.
+    const reopened = await served.engine.search!.open(
+      { id: served.run.id, dir: tempDir('search-reopen'), limit: 3, record: () => undefined },
+      served.engine.store,
+    );
+    try {
+      expect(reopened.used).toBe(3);
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  it('keeps the cache across servers: a new server answers a run from it without calling the provider', async () => {
+    // Another server on the same home, with its own run: the cache is the home's, not the run's or the process's.
+    const second = await startInProcess({
+      home,
+      budget: 'searches=2',
+      engine: { search: { provider: 'serpapi', apiKey, url: provider.url } },
+    });
+    try {
+      const requests = provider.requests.length;
+      expect((await searchFromSandbox(second, 'who wrote hamlet')).results).toHaveLength(3);
+      expect(provider.requests).toHaveLength(requests);
+      expect(searchEvents(home, second.run.id).map((e) => e.data.cached)).toEqual([true]);
+    } finally {
+      await second.close();
+    }
+  });
+});
+
+describe('runs without search', () => {
+  it('a run whose budget has no searches gets no channel and no client', async () => {
+    const served = await startInProcess({
+      home,
+      engine: { search: { provider: 'duckduckgo', url: 'http://127.0.0.1:1/' } },
+    });
+    try {
+      const result = await call(served.client, 'exec', { command: 'echo "socket=${A2RL_SEARCH_SOCKET:-none}"; ls /run/a2rl 2>&1; ls lib' });
+      expect(result.structured.output).toContain('socket=none');
+      expect(result.structured.output).toMatch(/No such file or directory/);
+      expect(result.structured.output).not.toContain('a2rl_search');
+      expect((await call(served.client, 'budget_status')).structured.search_queries).toBeUndefined();
+    } finally {
+      await served.close();
+    }
+  });
+
+  it('a server without --search refuses a run that may search, writing nothing', async () => {
+    const home = tempDir('search-refused');
+    const engine = await Engine.open({ home, logger: pino({ level: 'silent' }) });
+    try {
+      await expect(engine.createRun({ taskId: 'micro-gsm8k', budget: 'searches=5' })).rejects.toThrow(
+        /may make 5 search queries, but this server has no search provider: start it with --search serpapi, duckduckgo or local/,
+      );
+      expect(engine.store.listActiveRuns()).toEqual([]);
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
+const dockerUnavailable = await prepareDocker();
+
+describe.skipIf(dockerUnavailable)(
+  `the search channel, from a Docker sandbox${dockerUnavailable ? ` (skipped: ${dockerUnavailable})` : ''}`,
+  () => {
+    it('answers the sandbox through the socket; the provider itself is out of reach', async () => {
+      const provider = await startFakeProvider('duckduckgo');
+      const served = await startInProcess({
+        home,
+        budget: 'searches=2',
+        backend: new DockerBackend({ owner: liveOwner }),
+        engine: { search: { provider: 'duckduckgo', url: provider.url } },
+      });
+      try {
+        const found = await searchFromSandbox(served, 'grace hopper', 2);
+        expect(found.results!.map((r) => r.snippet)).toEqual([
+          'abstract about grace hopper',
+          'grace hopper topic one - first related topic',
+        ]);
+        const port = new URL(provider.url).port;
+        const direct = await call(served.client, 'exec', {
+          command: `python3 -c 'import socket; socket.create_connection(("127.0.0.1", ${port}), timeout=3)' 2>&1 | tail -1`,
+        });
+        expect(direct.structured.output).toMatch(/Error/);
+        expect(provider.requests).toHaveLength(1);
+      } finally {
+        await served.close();
+        await provider.close();
+      }
+    });
+  },
+);
