@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadReplay, playReplay, type StepOutcome } from '../src/launch/replay.js';
 import { baselineGradeOf } from '../src/core/submissions.js';
+import { runIntegrity } from '../src/integrity/verdict.js';
 import { Store } from '../src/store/store.js';
 import { fullTierRuntimeTarget } from '../src/tasks/full-task.js';
 import { getTaskFile, listTaskIds, type FullTaskFile } from '../src/tasks/task.js';
@@ -119,6 +120,9 @@ describe('full tier smoke profile', () => {
         expect(grade.private_score - baseline!.private_score, `${submission.path} private`).toBeGreaterThanOrEqual(margin);
       }
       expect(store.listJobs(runId).map((job) => job.kind)).toEqual(expect.arrayContaining(['exec', 'training', 'grading']));
+      // Invariant 12: the server checked the ended run against the task's hidden items (a worker, before it exited); an
+      // oracle, which trains on the visible split only, is clean.
+      expect(runIntegrity(store, runId)).toMatchObject({ contamination: 'clean', flagged: false });
     } finally {
       store.close();
     }

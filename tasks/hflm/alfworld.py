@@ -177,7 +177,8 @@ class Policy:
     transformers: hflm.inference.generate per step (it keeps the model loaded while the folder is unchanged).
     vllm: one engine for the whole play (hflm.inference starts one per call, which per step would cost its start-up
     fifty times), with inference's tokenization, stop and end-of-sequence rules; close() shuts it down. Sampled
-    play (temperature > 0) seeds each step's call with params.seed + the step, so a play is reproducible.
+    play (temperature > 0) seeds each step's call with params.seed + the step (on vLLM, each request its own seed
+    from that), so a play is reproducible.
     Untested on vLLM here (no GPU in CI), as hflm.inference's vLLM backend.
     """
 
@@ -203,10 +204,13 @@ class Policy:
         from vllm import SamplingParams
 
         sampled = params.temperature > 0
-        sampling = SamplingParams(n=1, temperature=params.temperature, top_p=params.top_p if sampled else 1.0,
-                                  max_tokens=params.max_new_tokens, stop=list(params.stop),
-                                  stop_token_ids=end_token_ids(self.tokenizer, self.model_dir), seed=params.seed,
-                                  skip_special_tokens=True)
+        # A request's seed fixes its samples: the same prompt under one seed (a rollout group's episodes at their
+        # first step) would give the same text, so each request of the call gets its own seed.
+        sampling = [SamplingParams(n=1, temperature=params.temperature, top_p=params.top_p if sampled else 1.0,
+                                   max_tokens=params.max_new_tokens, stop=list(params.stop),
+                                   stop_token_ids=end_token_ids(self.tokenizer, self.model_dir),
+                                   seed=(params.seed + 1_000_003 * k) % 2**31, skip_special_tokens=True)
+                    for k in range(len(prompts))]
         encoded = prompt_token_ids(self.tokenizer, prompts, params.chat_template)
         outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in encoded], sampling)
         return [cut_at_stop(request.outputs[0].text, params.stop) for request in outputs]

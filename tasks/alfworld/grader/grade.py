@@ -23,6 +23,7 @@ import os
 import sys
 
 from hflm import grading  # first: it pins the thread pools before torch loads
+import torch  # after hflm.grading: its thread pins come first
 from hflm import alfworld, gpu
 
 GRADER_VERSION = "alfworld-grader-1"
@@ -52,6 +53,9 @@ def main(argv=None):
             result[split] = {"score": score, "correct": won, "total": total, "per_type": alfworld.per_type(episodes)}
             whole_won, whole_total = whole_won + won, whole_total + total
             print(f"{split}: {won}/{total} games won", file=sys.stderr, flush=True)
+    except torch.OutOfMemoryError as e:  # said as the other graders say it (hflm.grading.per_split), exit status 3
+        grading.gpu_failure(f"out of GPU memory while playing ({e}); grade on a GPU with more memory (serve --gpus), "
+                            "or free the GPU of other processes")
     finally:
         policy.close()
     result["private"].update(whole_score=round(100.0 * whole_won / whole_total, 2), whole_correct=whole_won,

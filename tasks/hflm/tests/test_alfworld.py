@@ -5,7 +5,8 @@
 UpstreamSurfaceTest pins what hflm.alfworld relies on, as read from the upstream sources (alfworld/alfworld 0.5.0,
 alfworld/agents/environment/{__init__,alfred_tw_env}.py; microsoft/TextWorld textworld/gym/envs/textworld_batch.py,
 envs/batch/batch_env.py, envs/wrappers/limit.py; RD-Agent autorl_bench benchmarks/alfworld/eval.py): the stand-in
-must keep it, and so must the real package where it is installed (the same tests then run against it).
+must keep it. A real alfworld on the path is imported first, but the games are the fixture's stand-in games, which
+it cannot load: only the name, signature and game-collection tests could pass against it.
 """
 
 import inspect

@@ -139,16 +139,17 @@ class Household:
         game, obj = self.game, self.game["object"]
         look = game["task_type"] == "look_at_obj_in_light"
         dest = game.get("destination")
+        need = TREATMENT.get(game["task_type"])
         if self.holding is None:
-            here = [o for o in self.contents.get(self.at) or [] if kind(o) == obj]
-            if self.at is not None and self.at != dest and here:
+            here = self._to_move(self.at)
+            if self.at is not None and here:
                 return [f"take {here[0]} from {self.at}"]
             unvisited = [r for r in game["receptacles"] if r not in self.visited and r != dest]
-            if not unvisited:  # a second object may lie where the search passed before taking the first
-                unvisited = [r for r in game["receptacles"] if r != self.at and r != dest
-                             and any(kind(o) == obj for o in self.contents[r])]
+            if not unvisited:  # a second object, or one put at the destination untreated, where the search passed
+                unvisited = [r for r in game["receptacles"] if r != self.at and self._to_move(r)]
             return [f"go to {unvisited[0]}"]
-        need = TREATMENT.get(game["task_type"])
+        if kind(self.holding) != obj:  # something else in hand (the agent took it): put it down here
+            return [f"put {self.holding} in/on {self.at}"]
         if need and need not in self.states.get(self.holding, ()):
             appliance = next(r for r in game["receptacles"] if kind(r) == APPLIANCE[need])
             return [f"go to {appliance}" if self.at != appliance else f"{need} {self.holding} with {appliance}"]
@@ -156,3 +157,9 @@ class Household:
             desk = next(r for r, items in self.contents.items() if LAMP in items)
             return [f"go to {desk}" if self.at != desk else f"use {LAMP}"]
         return [f"go to {dest}" if self.at != dest else f"put {self.holding} in/on {dest}"]
+
+    def _to_move(self, place):
+        """The goal's objects at `place` the goal still needs moved: any not at the destination, or there untreated."""
+        need = TREATMENT.get(self.game["task_type"])
+        return [o for o in self.contents.get(place) or [] if kind(o) == self.game["object"]
+                and (place != self.game.get("destination") or (need and need not in self.states.get(o, ())))]
