@@ -46,7 +46,7 @@ describe.concurrent("python: hflm, the full tier's package", () => {
     .filter((name) => /^test_.*\.py$/.test(name))
     .sort();
 
-  it.for(suites)('%s', { timeout: 120_000 }, async (suite, { expect }) => {
+  it.for(suites)('%s', { timeout: 300_000 }, async (suite, { expect }) => {
     expect(existsSync(python), `${python} is missing: run \`npm run setup\` (it builds .venv-full)`).toBe(true);
     await expectSuitePasses(expect, python, join(testsDir, suite));
   });

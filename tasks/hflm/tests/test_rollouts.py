@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TASKS = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, HERE)
+sys.path.append(os.path.join(TASKS, "hflm", "standins"))  # alfworld's stand-in, after site-packages: a real alfworld wins
 
 import torch  # noqa: E402
 from peft import LoraConfig, get_peft_model  # noqa: E402
