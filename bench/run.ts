@@ -31,11 +31,10 @@ import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
 import { viewToken } from '../src/view/token.js';
 import { searchRoundTrip } from './search.js';
 import { contaminationCheckCost } from './contamination.js';
+import { baselineGraded, latencies, percentile, round } from './measure.js';
 
 /** Named as a server names itself, so a server starting meanwhile does not sweep the bench's sandboxes as a dead one's. */
 const benchOwner = `${process.pid}-${processStartTime(process.pid)}`;
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** digits;
 /** The bench measures the server's overhead, not its per-run call rate limit: its servers lift it. */
 const unlimitedCalls = ['--calls-per-second', '1000000'];
 
@@ -50,21 +49,6 @@ async function budgetStatusTimes(client: Client, calls: number): Promise<number[
     times.push(performance.now() - start);
   }
   return times;
-}
-
-function latencies(times: number[]) {
-  const sorted = [...times].sort((a, b) => a - b);
-  // Three decimals: a stdio round trip is tens of microseconds.
-  return { calls: times.length, p50_ms: round(percentile(sorted, 50), 3), p99_ms: round(percentile(sorted, 99), 3) };
-}
-
-/** Waits until the run's baseline grading (started with the run) is done, so that it does not share the CPUs with a measurement. */
-async function baselineGraded(client: Client): Promise<void> {
-  for (;;) {
-    const score = await client.callTool({ name: 'get_score', arguments: {} });
-    if ((score.structuredContent as { baseline?: { state?: string } }).baseline?.state === 'graded') return;
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
 }
 
 /**

@@ -4,6 +4,7 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { connectStdio } from '../src/launch/client.js';
 import { packageRoot } from '../src/util/paths.js';
+import { baselineGraded, latencies, round } from './measure.js';
 
 /** One search round trip over HTTP, a new connection each time as the sandbox's client makes it: ms to the whole answer. */
 function roundTrip(target: { socketPath: string } | { url: URL }, query: string): Promise<number> {
@@ -28,13 +29,6 @@ function roundTrip(target: { socketPath: string } | { url: URL }, query: string)
     req.once('error', reject);
     req.end('socketPath' in target ? body : undefined);
   });
-}
-
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-const round = (x: number) => Math.round(x * 1000) / 1000;
-function figures(times: number[]) {
-  const sorted = [...times].sort((a, b) => a - b);
-  return { calls: times.length, p50_ms: round(percentile(sorted, 50)), p99_ms: round(percentile(sorted, 99)) };
 }
 
 /**
@@ -68,12 +62,7 @@ export async function searchRoundTrip(home: string, blocks: number, blockCalls: 
     const runId = (status.structuredContent as { run_id: string }).run_id;
     const channel = { socketPath: join(home, 'runs', runId, 'search', 'search.sock') };
     const direct = { url };
-    // Wait out the baseline grading, which started with the run, so that it shares no CPU with the measurement.
-    for (;;) {
-      const score = await client.callTool({ name: 'get_score', arguments: {} });
-      if ((score.structuredContent as { baseline?: { state?: string } }).baseline?.state === 'graded') break;
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    }
+    await baselineGraded(client);
     const query = 'who wrote the brothers karamazov';
     await roundTrip(channel, query); // the miss that fills the cache
     const times = { channel: [] as number[], direct: [] as number[] };
@@ -86,13 +75,13 @@ export async function searchRoundTrip(home: string, blocks: number, blockCalls: 
       for (let i = 0; i < blockCalls; i++) times.channel.push(await roundTrip(channel, query));
       for (let i = 0; i < blockCalls; i++) times.direct.push(await roundTrip(direct, query));
     }
-    const [through, straight] = [figures(times.channel), figures(times.direct)];
-    const load = round(loadavg()[0]!);
+    const [through, straight] = [latencies(times.channel), latencies(times.direct)];
+    const load = round(loadavg()[0]!, 3);
     return {
       through_server_cache_hit: through,
       direct_provider_call: straight,
-      ratio_p50: round(through.p50_ms / straight.p50_ms),
-      ratio_p99: round(through.p99_ms / straight.p99_ms),
+      ratio_p50: round(through.p50_ms / straight.p50_ms, 3),
+      ratio_p99: round(through.p99_ms / straight.p99_ms, 3),
       load_1min_after: load,
       note: 'each call a new HTTP connection, as the sandbox client makes it; the provider a SerpAPI double on loopback in its own process',
     };

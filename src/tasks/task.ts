@@ -144,6 +144,10 @@ const fullTaskFileSchema = z
     tier: z.literal('full'),
     /** The base model a run gets unless it names another with --model. */
     defaultModel: hfModelId,
+    /** The GPU memory a run needs at defaultModel, as the README's full-tier table says it (scripts/task-table.mjs). */
+    gpuMemory: z.string().min(1).optional(),
+    /** What has run against the real upstream data and packages, and what only against fixtures and stand-ins (the same table). */
+    upstreamStatus: z.string().min(1).optional(),
     /** The Python environment graders and jobs run in, relative to the package root; built by scripts/setup.sh. */
     runtime: z.literal('.venv-full'),
     submission: z
