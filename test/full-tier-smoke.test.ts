@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -10,9 +10,10 @@ import { fullTierRuntimeTarget } from '../src/tasks/full-task.js';
 import { getTaskFile, listTaskIds, type FullTaskFile } from '../src/tasks/task.js';
 import { cliEntry, tasksRoot } from '../src/util/paths.js';
 import { prepareDocker } from './helpers/docker.js';
-import { writeFixtureHub } from './helpers/fixture-hub.js';
+import { fullTierPython, writeFixtureHub } from './helpers/fixture-hub.js';
 import { call, startServer, waitJob } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
+import { startDeepsearchqaServices } from './helpers/deepsearchqa-services.js';
 import { startSmokeJudge } from './helpers/smoke-judge.js';
 
 const dockerUnavailable = await prepareDocker();
@@ -25,6 +26,13 @@ const smokeServices: Record<string, () => Promise<{ serverArgs: string[]; close:
   alpacaeval: async () => {
     const judge = await startSmokeJudge();
     return { serverArgs: ['--judge', 'llm', '--judge-url', judge.baseUrl, '--judge-model', 'smoke'], close: judge.close };
+  },
+  // Search answered by a local corpus (the smoke profile's, fixture_smoke_deepsearchqa) and DeepSearchQA's binary judge.
+  deepsearchqa: async () => {
+    const corpus = join(tempDir('smoke-corpus'), 'corpus.jsonl');
+    const fixture = join(tasksRoot, 'hflm', 'tests', 'fixture_smoke_deepsearchqa.py');
+    execFileSync(fullTierPython, [fixture, '--profile', 'smoke', '--corpus', corpus], { stdio: 'pipe' });
+    return startDeepsearchqaServices(corpus, 'smoke');
   },
 };
 

@@ -67,7 +67,9 @@ describe('a2rl prepare --from a snapshot folder', () => {
     const empty = tempDir('home');
     const unknown = prepare(empty, 'gsm9k', '--from', hub);
     expect(unknown.status).toBe(2);
-    expect(unknown.stderr).toBe("hflm.assets: no full-tier task 'gsm9k': prepare one of gsm8k, humaneval, alpacaeval, alfworld\n");
+    expect(unknown.stderr).toBe(
+      "hflm.assets: no full-tier task 'gsm9k': prepare one of gsm8k, humaneval, alpacaeval, alfworld, deepsearchqa, webshop, webshop-human\n",
+    );
     const noFolder = prepare(empty, 'gsm8k', '--from', join(empty, 'nowhere'));
     expect(noFolder.status).toBe(2);
     expect(noFolder.stderr).toContain('no such folder; give a snapshot folder holding datasets/<repo id>/ and models/<model id>/');

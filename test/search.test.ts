@@ -1,13 +1,19 @@
+import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerBackend } from '../sandbox/docker.js';
 import { Engine } from '../src/core/engine.js';
+import { LlmJudge, readAnswerVerdict } from '../src/grading/judge/llm.js';
+import { answersKind } from '../src/grading/kinds/answers.js';
+import { searchClientLibrary, SearchService } from '../src/search/service.js';
 import { createSearchProvider } from '../src/search/providers/index.js';
 import { Store } from '../src/store/store.js';
 import { budgetReport, formatBudget, parseBudget } from '../src/tasks/budget.js';
 import { prepareDocker } from './helpers/docker.js';
+import { startFakeLlm } from './helpers/fake-llm.js';
 import { type FakeProvider, startFakeProvider } from './helpers/fake-search.js';
 import { type InProcessRun, startInProcess } from './helpers/in-process.js';
 import { call } from './helpers/mcp.js';
@@ -323,3 +329,116 @@ describe.skipIf(dockerUnavailable)(
     });
   },
 );
+
+/**
+ * Searches once through a channel's socket with the sandbox's own client, from this host (asynchronously: the channel
+ * answers from this process); returns its JSON answer.
+ */
+async function searchThroughSocket(socketPath: string, query: string): Promise<{ results?: any[]; error?: string }> {
+  const { stdout } = await promisify(execFile)('python3', ['-c', searchCommand(query).slice("python3 -c '".length, -1)], {
+    encoding: 'utf8',
+    env: { ...process.env, PYTHONPATH: dirname(searchClientLibrary.source), A2RL_SEARCH_SOCKET: socketPath },
+  });
+  return JSON.parse(stdout.trim().split('\n').pop()!);
+}
+
+describe("a grading's own search channel (DeepSearchQA's grader searches)", () => {
+  it('answers from the same provider and cache, records grading_query events, and counts against no budget', async () => {
+    const provider = await startFakeProvider('serpapi', { apiKey });
+    const serviceHome = tempDir('search-grading');
+    const service = SearchService.create({ provider: 'serpapi', apiKey, url: provider.url }, serviceHome);
+    const store = new Store(join(serviceHome, 'store.sqlite'));
+    const recorded: Array<{ kind: string; name: string; data: any }> = [];
+    try {
+      const grading = await service.openForGrading({
+        dir: join(serviceHome, 'grading', 'g1-search'),
+        record: (kind, name, data) => recorded.push({ kind, name, data }),
+      });
+      const { mount, env } = grading.sandboxMount();
+      expect(mount).toMatchObject({ target: '/run/a2rl/search', readOnly: true });
+      expect(env).toEqual({ A2RL_SEARCH_SOCKET: '/run/a2rl/search/search.sock' });
+      for (let i = 0; i < 3; i++) expect((await searchThroughSocket(grading.socketPath, 'who wrote hamlet')).results).toHaveLength(3);
+      await grading.close();
+      expect(provider.requests).toHaveLength(1);
+      expect(recorded.map((e) => [e.kind, e.name, e.data.cached])).toEqual([
+        ['search', 'grading_query', false],
+        ['search', 'grading_query', true],
+        ['search', 'grading_query', true],
+      ]);
+      // A run's channel is answered from the grading's cache, and counts only its own queries.
+      const runChannel = await service.open(
+        { id: 'run-1', dir: tempDir('search-run'), limit: 2, record: (kind, name, data) => recorded.push({ kind, name, data }) },
+        store,
+      );
+      runChannel.admitThrough({ searchRefusal: () => undefined });
+      try {
+        expect((await searchThroughSocket(runChannel.socketPath, 'who wrote hamlet')).results).toHaveLength(3);
+        expect(runChannel.used).toBe(1);
+        expect(recorded.at(-1)).toMatchObject({ kind: 'search', name: 'query', data: { cached: true } });
+      } finally {
+        await runChannel.close();
+      }
+      expect(provider.requests).toHaveLength(1);
+      // What a task's grades depend on: the provider and its endpoint, never the key.
+      expect(service.gradingVersion).toMatch(/^search:serpapi@[0-9a-f]{8}$/);
+      expect(service.gradingVersion).not.toContain(apiKey);
+    } finally {
+      store.close();
+      service.close();
+      await provider.close();
+    }
+  });
+
+  it("the answers kind: the LLM judge's binary verdict (the reference's prompt and reading), the grader's string match where the judge fails", async () => {
+    const judgeHome = tempDir('answers-judge');
+    const llm = await startFakeLlm((request) => {
+      const prompt = request.body.messages.find((m) => m.role === 'user')!.content;
+      const gold = /Gold answer: (.*)\n/.exec(prompt)![1]!;
+      if (gold === 'Lima') return { status: 400 }; // the judge cannot be asked: the string match stands in
+      if (gold === 'Oslo') return 'Correct.\nThe prediction names Oslo.';
+      return 'incorrect';
+    });
+    const store = new Store(join(judgeHome, 'store.sqlite'));
+    try {
+      const outFile = join(judgeHome, 'items.jsonl');
+      const item = (id: string, split: string, gold: string, predicted: string, stringMatch: boolean) =>
+        JSON.stringify({ id, split, answer_type: 'Single Answer', gold, predicted, string_match: stringMatch, steps: 2 });
+      writeFileSync(
+        outFile,
+        [
+          item('a', 'public', 'Oslo', 'oslo', true),
+          item('b', 'public', 'Rome', 'rome', true),
+          item('c', 'private', 'Lima', 'Lima', true),
+          item('d', 'private', 'Lima', 'Quito', false),
+        ].join('\n') + '\n',
+      );
+      const judge = new LlmJudge(store, { baseUrl: llm.baseUrl, model: 'answer-judge', maxAttempts: 1 });
+      const metrics = await answersKind.score({
+        task: { id: 'deepsearchqa' } as never,
+        outFile,
+        outDir: judgeHome,
+        backend: undefined as never,
+        judge,
+      });
+      expect(metrics.public).toMatchObject({ score: 50, correct: 1, total: 2, string_matched: 0 });
+      expect(metrics.private).toMatchObject({ score: 50, correct: 1, total: 2, string_matched: 2, whole_score: 50, whole_total: 4 });
+      const asked = llm.requests[0]!.body;
+      expect(asked.temperature).toBe(0);
+      expect(asked.messages[0]).toEqual({ role: 'system', content: 'You are a strict answer evaluator.' });
+      expect(asked.messages[1]!.content).toContain(
+        'Question answer type: Single Answer\n        Gold answer: Oslo\n        Predicted answer: oslo\n',
+      );
+    } finally {
+      store.close();
+      await llm.close();
+    }
+  });
+
+  it('reads a verdict as the reference does: the first line, stripped of punctuation, is "correct"', () => {
+    expect(readAnswerVerdict('correct')).toBe(true);
+    expect(readAnswerVerdict('  Correct!\nbecause')).toBe(true);
+    expect(readAnswerVerdict('incorrect')).toBe(false);
+    expect(readAnswerVerdict('The answer is correct')).toBe(false);
+    expect(readAnswerVerdict('  \n')).toBeNull();
+  });
+});

@@ -18,7 +18,7 @@ const gsm8k = () => JSON.parse(readFileSync(join(tasksRoot, 'gsm8k', 'task.json'
 describe('task.json: one schema per tier', () => {
   it('every shipped task is valid for its tier, and the tiers are listed apart', () => {
     for (const id of listTaskIds()) expect(readTaskFile(join(tasksRoot, id)).id).toBe(id);
-    expect(listTaskIds('full')).toEqual(['alfworld', 'alpacaeval', 'gsm8k', 'humaneval']);
+    expect(listTaskIds('full')).toEqual(['alfworld', 'alpacaeval', 'deepsearchqa', 'gsm8k', 'humaneval', 'webshop', 'webshop-human']);
     expect(listTaskIds('micro')).toContain('micro-gsm8k');
     expect(listTaskIds('micro')).not.toContain('gsm8k');
     expect(listTaskIds().length).toBe(listTaskIds('micro').length + listTaskIds('full').length);

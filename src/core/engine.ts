@@ -142,7 +142,7 @@ export class Engine {
     store.checkpointInBackground();
     const jobs = new JobManager(store, logger, owner, new GpuAllocator(options.gpus ?? []), options.logCap, backend.scheduler);
     const judge = createJudge(options.judge ?? { kind: 'rubric' }, { store, backend, home: options.home });
-    const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1);
+    const grader = new Grader(store, jobs, backend, judge, join(options.home, 'grading'), logger, options.gradingConcurrency ?? 1, search);
     const engine = new Engine(
       options.home,
       store,
@@ -204,8 +204,14 @@ export class Engine {
     return this.serveRun(await this.prepareRun(options));
   }
 
-  /** Refuses to serve a run whose budget allows search queries when this server has no search provider. */
+  /** Refuses to serve a run whose budget allows search queries, or whose grader searches, when this server has no search provider. */
   private requireSearchFor(taskId: string, limits: BudgetLimits): void {
+    if (getTaskFile(taskId).grader.search && !this.search) {
+      throw new A2rlError(
+        'INVALID_INPUT',
+        `${taskId}'s grader searches the web through the server, but this server has no search provider: start it with --search serpapi, duckduckgo or local (docs/operating.md, "Search").`,
+      );
+    }
     if (limits.searchQueries && !this.search) {
       throw new A2rlError(
         'INVALID_INPUT',

@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import pLimit from 'p-limit';
 import type { SandboxBackend } from '../../sandbox/contract.js';
 import { A2rlError, isA2rlError } from '../util/errors.js';
@@ -12,6 +12,8 @@ import { readTail } from '../util/safe-fs.js';
 import type { GradeRow, Store } from '../store/store.js';
 import { threadPoolEnv } from '../tasks/full-task.js';
 import { libraryMounts, type Task, type Tier } from '../tasks/task.js';
+import type { SearchChannel } from '../search/channel.js';
+import { searchClientLibrary, type SearchService } from '../search/service.js';
 
 /** Fixed layout of the grading sandbox; graders read their inputs from here. */
 const gradingRoot = '/opt/a2rl';
@@ -81,16 +83,22 @@ export class Grader {
     private readonly scratchDir: string,
     private readonly logger: Logger,
     concurrency: number,
+    /** The server's search, for graders that search (task.json `grader.search`). */
+    private readonly search?: SearchService,
   ) {
     this.limit = pLimit(concurrency);
   }
 
-  /** The version grades of this task are stored under: the grader's, the server's part of it, and the judge's for judged tasks. */
+  /**
+   * The version grades of this task are stored under: the grader's, the server's part of it, the search provider's for
+   * graders that search (other answers, other scores), and the judge's for judged tasks.
+   */
   version(task: Task): string {
     const kind = graderKind(task.grader.kind);
     // Micro tasks run their programs with their own env package's runner, which their grader version already hashes.
     const server = task.tier === 'full' && kind.serverPart ? `/${kind.serverPart}` : '';
-    return `${task.graderVersion}${server}${kind.judged ? `/judge:${this.judge.id}` : ''}`;
+    const search = task.grader.search && this.search ? `/${this.search.gradingVersion}` : '';
+    return `${task.graderVersion}${server}${search}${kind.judged ? `/judge:${this.judge.id}` : ''}`;
   }
 
   /** Resolves when every grading started so far has finished. */
@@ -170,23 +178,30 @@ export class Grader {
     // A full-tier grader decodes with vLLM where it sees a GPU; a micro grader is CPU-only by design.
     const gpuCount = task.tier === 'full' ? this.jobs.gradingGpus() : 0;
     const limits = { cpus: task.grader.cpus, memoryBytes: task.grader.memoryMb * 2 ** 20, pids: gradingPids[task.tier] };
-    const sandbox = await this.backend.create({
-      name: `grading-${request.contentHash.slice(0, 12)}`,
-      mounts: [
-        { source: request.checkpointDir, target: `${gradingRoot}/checkpoint`, readOnly: true },
-        { source: task.paths.evalData, target: `${gradingRoot}/eval`, readOnly: true },
-        { source: task.paths.grader, target: `${gradingRoot}/grader`, readOnly: true },
-        ...libraryMounts(task, gradingRoot),
-        ...task.pythonRuntime.mounts,
-        ...task.gradingInputs.mounts,
-        { source: outDir, target: `${gradingRoot}/out`, readOnly: false },
-      ],
-      hidden: [],
-      env: gradingEnvironment(task, gpuCount),
-      workdir: `${gradingRoot}/out`,
-      limits,
-      grading: true,
-    });
+    const search = await this.openSearch(request, `${outDir}-search`);
+    const sandbox = await this.backend
+      .create({
+        name: `grading-${request.contentHash.slice(0, 12)}`,
+        mounts: [
+          { source: request.checkpointDir, target: `${gradingRoot}/checkpoint`, readOnly: true },
+          { source: task.paths.evalData, target: `${gradingRoot}/eval`, readOnly: true },
+          { source: task.paths.grader, target: `${gradingRoot}/grader`, readOnly: true },
+          ...libraryMounts(task, gradingRoot),
+          ...task.pythonRuntime.mounts,
+          ...task.gradingInputs.mounts,
+          { source: outDir, target: `${gradingRoot}/out`, readOnly: false },
+          ...(search ? [search.sandboxMount().mount, searchLibraryMount] : []),
+        ],
+        hidden: [],
+        env: { ...gradingEnvironment(task, gpuCount), ...search?.sandboxMount().env },
+        workdir: `${gradingRoot}/out`,
+        limits,
+        grading: true,
+      })
+      .catch(async (error: unknown) => {
+        await closeSearch(search);
+        throw error;
+      });
     try {
       const job = this.jobs.start({
         runId: request.runId,
@@ -220,8 +235,33 @@ export class Grader {
       return outFile;
     } finally {
       await sandbox.destroy();
+      await closeSearch(search);
     }
   }
+
+  /**
+   * A grading's own search channel, where its grader searches: the grading sandbox has no network, like every other,
+   * and its only way out is this socket, answered by the server's provider and cache. The key stays in the server.
+   */
+  private async openSearch(request: GradeRequest, dir: string): Promise<SearchChannel | undefined> {
+    if (!request.task.grader.search) return undefined;
+    if (!this.search) {
+      throw new A2rlError(
+        'GRADING_FAILED',
+        `${request.task.id}'s grader searches the web, but this server has no search provider: start it with --search serpapi, duckduckgo or local (docs/operating.md, "Search").`,
+      );
+    }
+    return this.search.openForGrading({ dir, record: request.record });
+  }
+}
+
+/** The search client, where a grader imports it (`from a2rl_search import search`). */
+const searchLibraryMount = { source: searchClientLibrary.source, target: `${gradingRoot}/lib/${searchClientLibrary.name}`, readOnly: true };
+
+async function closeSearch(channel: SearchChannel | undefined): Promise<void> {
+  if (!channel) return;
+  await channel.close();
+  rmSync(dirname(dirname(channel.socketPath)), { recursive: true, force: true });
 }
 
 function lastLines(path: string, count: number): string {

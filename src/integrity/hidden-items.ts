@@ -90,6 +90,15 @@ export const itemKinds: Readonly<Record<string, ItemKind>> = {
       texts: [{ field: 'game', text: text(row.name)!, whole: true }],
     }),
   },
+  // WebShop's goals (full tier): a goal is its instruction (the product's words, its options and price bound).
+  'shopping-goal': {
+    fits: (row) => text(row.instruction_text) !== undefined && text(row.asin) !== undefined,
+    item: (row, half, line) => ({
+      id: `${half}#${line}`,
+      half,
+      texts: [{ field: 'instruction', text: text(row.instruction_text)! }],
+    }),
+  },
   // Level 3: a game is its spec; its seed (the game id) with every other value of the spec within a few tokens.
   episode: {
     fits: (row) => typeof row.seed === 'number',

@@ -52,6 +52,18 @@ export interface SearchAdmission {
 }
 
 /**
+ * Whose searches a channel answers, which decides the events they are recorded as. A run's (`query`, `failed`) are the
+ * agent's spending, counted against its budget (and recounted from its events by a server that adopts the run); a
+ * grading's (`grading_query`, `grading_failed`, recorded in the graded run's events) are the server's own, counted
+ * against nothing.
+ */
+export type SearchPurpose = 'run' | 'grading';
+const eventNames: Record<SearchPurpose, { query: string; failed: string }> = {
+  run: { query: 'query', failed: 'failed' },
+  grading: { query: 'grading_query', failed: 'grading_failed' },
+};
+
+/**
  * One run's search channel: HTTP over a Unix socket in the run's folder, bound into its sandbox, which has no network
  * otherwise. `POST /search` with `{"query", "top_k"}` answers `{"results": [{title, snippet, url}], "cached",
  * "searches_left"}`; an error answers `{"error": "[CODE] what to do"}`. Each query is counted against the run's
@@ -71,9 +83,13 @@ export class SearchChannel {
     /** Queries counted so far: those recorded before this server served the run, then this one's. */
     private counted: number,
     private readonly record: RecordEvent,
+    private readonly events: { query: string; failed: string },
   ) {}
 
-  /** Listens on `<runDir>/search/search.sock`, replacing a socket a stopped server left there. */
+  /**
+   * Listens on `<runDir>/search/search.sock` (a grading's: its own folder beside the grading's output), replacing a
+   * socket a stopped server left there.
+   */
   static async open(options: {
     runDir: string;
     provider: SearchProvider;
@@ -81,6 +97,7 @@ export class SearchChannel {
     limit: number;
     counted: number;
     record: RecordEvent;
+    purpose?: SearchPurpose;
   }): Promise<SearchChannel> {
     const dir = join(options.runDir, 'search');
     const socketPath = join(dir, socketName);
@@ -96,7 +113,16 @@ export class SearchChannel {
     rmSync(socketPath, { force: true });
     const server = createServer({ requestTimeout: providerTimeoutMs + 5000, headersTimeout: 5000 });
     server.maxConnections = maxConnections;
-    const channel = new SearchChannel(server, socketPath, options.provider, options.cache, options.limit, options.counted, options.record);
+    const channel = new SearchChannel(
+      server,
+      socketPath,
+      options.provider,
+      options.cache,
+      options.limit,
+      options.counted,
+      options.record,
+      eventNames[options.purpose ?? 'run'],
+    );
     server.on('request', (request, response) => void channel.answer(request, response));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -148,7 +174,7 @@ export class SearchChannel {
     }
   }
 
-  private async search(query: string, topK: number): Promise<{ results: SearchResult[]; cached: boolean; searches_left: number }> {
+  private async search(query: string, topK: number): Promise<{ results: SearchResult[]; cached: boolean; searches_left: number | null }> {
     // Checked and counted in one synchronous step, so racing queries cannot all pass the last one left.
     const refusal = this.admission ? this.admission.searchRefusal() : new A2rlError('UNAVAILABLE', 'The run is not served yet; try again.');
     if (refusal) throw refusal;
@@ -167,10 +193,11 @@ export class SearchChannel {
         `${this.inFlight} searches of this run are already waiting for the provider (at most ${maxSearchesInFlight}); nothing was counted. Wait for them, then ask again.`,
       );
     }
-    const left = () => Math.max(0, this.limit - this.counted);
+    // A grading's channel has no limit: JSON has no Infinity, so it says null.
+    const left = () => (Number.isFinite(this.limit) ? Math.max(0, this.limit - this.counted) : null);
     this.counted += 1;
     if (cached) {
-      this.record('search', 'query', {
+      this.record('search', this.events.query, {
         query,
         top_k: topK,
         provider: this.provider.name,
@@ -187,13 +214,13 @@ export class SearchChannel {
     } catch (error) {
       this.counted -= 1;
       const reason = error instanceof SearchProviderError ? error.message : `${this.provider.name} failed`;
-      this.record('search', 'failed', { query, top_k: topK, provider: this.provider.name, reason, ms: Date.now() - started });
+      this.record('search', this.events.failed, { query, top_k: topK, provider: this.provider.name, reason, ms: Date.now() - started });
       throw new A2rlError('UNAVAILABLE', `The search provider failed (${reason}); nothing was counted. Try again later.`);
     } finally {
       this.inFlight -= 1;
     }
     this.cache.put(this.provider.cacheId, query, topK, results);
-    this.record('search', 'query', {
+    this.record('search', this.events.query, {
       query,
       top_k: topK,
       provider: this.provider.name,

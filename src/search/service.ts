@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { Store } from '../store/store.js';
 import type { RecordEvent } from '../store/events.js';
+import { sha256 } from '../util/hashing.js';
 import { packageRoot } from '../util/paths.js';
 import { SearchCache } from './cache.js';
 import { SearchChannel } from './channel.js';
@@ -42,6 +43,30 @@ export class SearchService {
       counted,
       record: run.record,
     });
+  }
+
+  /**
+   * Opens a grading's channel in `dir`: answered from the same provider and cache as the runs', recorded in the graded
+   * run's events as the server's own queries (`grading_query`), counted against no budget, never refused for the run's
+   * sake (a baseline or a regrade may be graded after the run ended).
+   */
+  async openForGrading(options: { dir: string; record: RecordEvent }): Promise<SearchChannel> {
+    const channel = await SearchChannel.open({
+      runDir: options.dir,
+      provider: this.provider,
+      cache: this.cache,
+      limit: Number.POSITIVE_INFINITY,
+      counted: 0,
+      record: options.record,
+      purpose: 'grading',
+    });
+    channel.admitThrough({ searchRefusal: () => undefined });
+    return channel;
+  }
+
+  /** What a search task's grades depend on besides the checkpoint: the provider and what changes its answers (never its key). */
+  get gradingVersion(): string {
+    return `search:${this.provider.name}@${sha256(this.provider.cacheId).slice(0, 8)}`;
   }
 
   close(): void {

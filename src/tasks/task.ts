@@ -27,6 +27,11 @@ const graderSchema = z.object({
   memoryMb: z.number().int().positive(),
   /** kind judge: the rubric judge script in grader/. */
   judge: z.string().optional(),
+  /**
+   * The grader's agent searches the web (DeepSearchQA): the server gives each grading a search channel of its own
+   * (src/search/service.ts, openForGrading), and serves the task only with a search provider.
+   */
+  search: z.boolean().optional(),
   /** kind execute: limits of each program's run. */
   execution: z
     .object({
@@ -63,7 +68,7 @@ const sharedFields = {
    */
   integrity: z
     .object({
-      /** A kind of src/integrity/hidden-items.ts (question-answer, program, instruction-reference, game-file, episode); else recognised. */
+      /** A kind of src/integrity/hidden-items.ts (question-answer, program, instruction-reference, game-file, shopping-goal, episode); else recognised. */
       items: z.string().optional(),
       ngram: z.number().int().min(5).default(13),
       minTokens: z.number().int().min(3).default(8),
@@ -145,9 +150,9 @@ const fullTaskFileSchema = z
     /** The base model a run gets unless it names another with --model. */
     defaultModel: hfModelId,
     /** The GPU memory a run needs at defaultModel, as the README's full-tier table says it (scripts/task-table.mjs). */
-    gpuMemory: z.string().min(1).optional(),
+    gpuMemory: z.string().min(1),
     /** What has run against the real upstream data and packages, and what only against fixtures and stand-ins (the same table). */
-    upstreamStatus: z.string().min(1).optional(),
+    upstreamStatus: z.string().min(1),
     /** The Python environment graders and jobs run in, relative to the package root; built by scripts/setup.sh. */
     runtime: z.literal('.venv-full'),
     submission: z

@@ -121,9 +121,11 @@ TASKS = {
         length_control="df_gamed.csv",
     ),
 }
-# Tasks whose sources are game files, not rows: prepared by their own module (its prepare(home, model_id, from_dir)),
-# in the same home layout with the same manifests.
-GAME_TASKS = {"alfworld": "hflm.alfworld_assets"}
+# Tasks whose sources are game files, not rows: prepared by their own module (its prepare(home, model_id, from_dir),
+# or the function named after a colon, where one module prepares several tasks), in the same home layout with the
+# same manifests.
+GAME_TASKS = {"alfworld": "hflm.alfworld_assets", "deepsearchqa": "hflm.deepsearchqa_assets", "webshop": "hflm.webshop_assets",
+              "webshop-human": "hflm.webshop_assets:prepare_human"}
 LENGTH_CONTROL_COLUMNS = ("index", "preference", "std_delta_len", "instruction_difficulty")
 GAMED_BASELINES = "eval/gamed_baselines.jsonl"
 
@@ -356,7 +358,8 @@ def prepare(task, home, model_id=None, from_dir=None):
     if task in GAME_TASKS:
         import importlib
 
-        return importlib.import_module(GAME_TASKS[task]).prepare(home, model_id, from_dir)
+        module, _, function = GAME_TASKS[task].partition(":")
+        return getattr(importlib.import_module(module), function or "prepare")(home, model_id, from_dir)
     spec = task_assets(task)
     model_id = check_model_id(model_id or spec.default_model)
     if from_dir is not None and not os.path.isdir(from_dir):

@@ -1,6 +1,6 @@
 """The full tier's rollout sampler: scored completions of a checkpoint on a task's training prompts.
 
-    python -m hflm.rollouts --task {gsm8k,humaneval,alpacaeval,alfworld} --checkpoint DIR --base DIR --data FILE \\
+    python -m hflm.rollouts --task {gsm8k,humaneval,alpacaeval,alfworld,deepsearchqa,webshop,webshop-human} --checkpoint DIR --base DIR --data FILE \\
         --n N [--group-size G] [--temperature T] [--top-p P] [--seed S] [--max-new-tokens M] [--threads K] --out FILE
 
 launch_rollouts runs it in the agent's sandbox (--base models/base, --data data/train.jsonl). It picks
@@ -19,6 +19,14 @@ completion, each group written and flushed as soon as it is done, so a stopped j
     alfworld:   one line per episode instead, played in the game's env (hflm.alfworld.sample_episodes): "group",
                   "prompt_id", "gamefile", "name", "prompt_key", "prompt", "completions", "actions",
                   "observations", "won", "steps", "reward" (1.0 when won)
+    deepsearchqa: one line per episode instead, the ReAct loop searching through the run's channel
+                  (hflm.deepsearchqa.sample_episodes): "group", "prompt_id", "id", "question", "answer_type", "answer",
+                  "prompt", "segments", "completions", "searches", "predicted", "steps", "ended", "reward" (1.0
+                  when the reference's string match says the prediction holds the answer)
+    webshop, webshop-human: one line per episode instead, played in WebShop's text env (hflm.webshop.sample_episodes):
+                  "group", "prompt_id", "goal_index", "instruction", "prompt" (the first step's chat),
+                  "completions", "actions", "observations", "available_actions", "reward" (the env's, 0 unless
+                  bought), "won" (reward >= 0.5; webshop-human: reward 1), "done", "steps"
     alpacaeval: + "instruction" (the row's instruction, its input after a blank line when it has one),
                   "reference" (the row's output); no reward: the server's judge compares completion and
                   reference and adds "reward"
@@ -40,7 +48,7 @@ import sys
 import tempfile
 import time
 
-from . import alfworld, alpacaeval, gpu, gsm8k, humaneval
+from . import alfworld, alpacaeval, deepsearchqa, gpu, gsm8k, humaneval, webshop
 from .inference import GenerationParams, default_backend, generate
 from .model_dir import ModelFolderError, check_model_dir
 from .submission import SubmissionError, inspect, materialise
@@ -48,7 +56,8 @@ from .submission import SubmissionError, inspect, materialise
 # The graders' output limits; humaneval's reference allows 8192 new tokens, which on CPU takes hours per
 # group, so its sampler stops at 512 unless told otherwise (its solutions are far shorter).
 MAX_NEW_TOKENS = {"gsm8k": gsm8k.GENERATION.max_new_tokens, "humaneval": 512, "alpacaeval": 512,
-                  "alfworld": alfworld.GENERATION.max_new_tokens}
+                  "alfworld": alfworld.GENERATION.max_new_tokens, "deepsearchqa": deepsearchqa.GENERATION.max_new_tokens,
+                  "webshop": webshop.GENERATION.max_new_tokens, "webshop-human": webshop.GENERATION.max_new_tokens}
 
 
 def fail(message):
@@ -110,7 +119,25 @@ TASKS = {
         'a JSON object with "gamefile" (relative to the file\'s folder) and "name" as text (data/train.jsonl)',
         None,
     ),
+    # Episodes of the ReAct loop, searching through the run's channel: hflm.deepsearchqa.sample_episodes plays them.
+    "deepsearchqa": Task(
+        None,
+        lambda row: is_text(row, "question", "answer", "answer_type"),
+        'a JSON object with "question", "answer" and "answer_type" as text (data/train.jsonl)',
+        None,
+    ),
+    # Episodes in WebShop's env: hflm.webshop.sample_episodes plays them (a goal of the env over data/webshop).
+    **{task: Task(
+        None,
+        lambda row: isinstance(row, dict) and type(row.get("goal_index")) is int and row["goal_index"] >= 0,
+        'a JSON object with "goal_index" (a goal of the env over the file\'s folder\'s webshop/) as a number (data/train.jsonl)',
+        None,
+    ) for task in ("webshop", "webshop-human")},
 }
+
+# The interactive tasks: each samples whole episodes in its environment, not one completion per row.
+EPISODE_SAMPLERS = {"alfworld": alfworld.sample_episodes, "deepsearchqa": deepsearchqa.sample_episodes,
+                    "webshop": webshop.sample_episodes, "webshop-human": webshop.sample_episodes}
 
 
 def episode_fields(task, row, completion):
@@ -214,8 +241,8 @@ def main(argv=None):
 def sample(args, rows, indices, model_dir, backend):
     import torch
 
-    if args.task == "alfworld":
-        return alfworld.sample_episodes(args, rows, indices, model_dir, backend)
+    if args.task in EPISODE_SAMPLERS:
+        return EPISODE_SAMPLERS[args.task](args, rows, indices, model_dir, backend)
     make_prompt = TASKS[args.task].messages
     # The transformers backend loads the model per call, which costs little beside CPU decoding, so each
     # group is its own call and is written when done; a vLLM engine takes long to start, so it gets all groups at once.

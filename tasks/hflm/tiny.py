@@ -74,9 +74,10 @@ def build(out_dir, texts, seed=0, vocab_size=512, hidden_size=96, layers=2, slid
     return out_dir
 
 
-def fit(model_dir, rows, steps, batch_size, seed=0):
+def fit(model_dir, rows, steps, batch_size, seed=0, lr=3e-3, trainable=None):
     """Trains the model in model_dir, in place, on token rows (input_ids, labels; -100 where no loss), padded to one
-    width: a few seeded AdamW steps on random batches, so that a fixture base model can answer in a fixed way."""
+    width: a few seeded AdamW steps on random batches, so that a fixture base model can answer in a fixed way.
+    trainable: the names of the only parameters to train (e.g. ["lm_head.weight"]), else all of them."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     pad = AutoTokenizer.from_pretrained(model_dir).pad_token_id
@@ -87,7 +88,9 @@ def fit(model_dir, rows, steps, batch_size, seed=0):
     attention = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows])
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        for name, p in model.named_parameters():
+            p.requires_grad_(trainable is None or name in trainable)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
         model.train()
         for _ in range(steps):
             batch = torch.randperm(len(rows))[:batch_size]

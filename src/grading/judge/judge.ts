@@ -29,6 +29,18 @@ export interface Judge {
    * unparsed): what a full-tier judged task is scored from. Judges without it grade micro tasks only.
    */
   annotate?(items: AnnotationItem[]): Promise<Array<number | null>>;
+  /**
+   * A binary verdict on each predicted answer against its gold one (DeepSearchQA's reference judge): true correct, false
+   * incorrect, null where the judge could not be asked (the caller falls back to a string match, as the reference does).
+   */
+  judgeAnswers?(items: AnswerJudgeItem[]): Promise<Array<boolean | null>>;
+}
+
+/** One predicted answer for a binary judge: the gold answer and its type ("Single Answer" or "Set Answer"). */
+export interface AnswerJudgeItem {
+  answerType: string;
+  gold: string;
+  predicted: string;
 }
 
 /** One instruction for an AlpacaEval annotator: the reference output (alpaca_eval's baseline) and the model's. */

@@ -11,7 +11,7 @@ import {
   annotationRequest,
   type ChatChoice,
 } from './alpaca-eval-annotators.js';
-import type { AnnotationItem, Judge, PairwiseQuery, Preference } from './judge.js';
+import type { AnnotationItem, AnswerJudgeItem, Judge, PairwiseQuery, Preference } from './judge.js';
 
 export interface LlmJudgeOptions {
   /** Base URL of an OpenAI-compatible API, e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1. */
@@ -43,6 +43,28 @@ const systemPrompt =
   'You compare two responses to the same instruction and decide which follows it better: every stated constraint ' +
   '(format, length, required or forbidden words, tone) first, then helpfulness and fluency. Length alone is no merit. ' +
   'Answer with exactly one word: A, B or TIE.';
+
+/** DeepSearchQA's reference judge (RD-Agent autorl_bench `deepsearchqa/eval.py`, `_judge_answer`): its system prompt and question. */
+export const answerJudgeSystemPrompt = 'You are a strict answer evaluator.';
+export function answerJudgePrompt(item: AnswerJudgeItem): string {
+  return `You are an answer evaluator. Compare the predicted answer to the gold answer.
+        Question answer type: ${item.answerType}
+        Gold answer: ${item.gold}
+        Predicted answer: ${item.predicted}
+        For "Single Answer": The predicted answer is correct if it contains the same key information as the gold answer.
+        For "Set Answer": The predicted answer is correct if it contains ALL items from the gold answer (order doesn't matter, minor wording variations are OK).
+        Reply with ONLY "correct" or "incorrect". No explanation.`;
+}
+
+/**
+ * The reference's reading: the answer's first line, stripped of punctuation, is "correct"; any other line is incorrect.
+ * An empty answer has no first line, which the reference's reading fails on and so falls back to the string match: null.
+ */
+export function readAnswerVerdict(content: string): boolean | null {
+  if (content.trim() === '') return null;
+  const first = content.trim().toLowerCase().split(/\r?\n/)[0]!;
+  return first.trim().replace(/^[.!,;: \t\r\n]+|[.!,;: \t\r\n]+$/g, '') === 'correct';
+}
 
 /** The user message for one comparison; also part of the cache key. */
 export function judgePrompt(query: PairwiseQuery): string {
@@ -107,6 +129,24 @@ export class LlmJudge implements Judge {
       const { messages, read } = annotationRequest(annotator, item);
       return this.requestWithRetries({ ...annotator.request, messages }, read, givenUp);
     });
+  }
+
+  /**
+   * DeepSearchQA's binary verdicts, asked as its reference asks them (temperature 0, the first line read). A request
+   * that fails after its retries gives null, not a failed grading: the reference falls back to a string match there.
+   */
+  async judgeAnswers(items: AnswerJudgeItem[]): Promise<Array<boolean | null>> {
+    const messages = (item: AnswerJudgeItem) => [
+      { role: 'system', content: answerJudgeSystemPrompt },
+      { role: 'user', content: answerJudgePrompt(item) },
+    ];
+    return this.all(items, (item, givenUp) =>
+      this.requestWithRetries(
+        { temperature: 0, messages: messages(item) },
+        (choice) => readAnswerVerdict(choice.message?.content ?? ''),
+        givenUp,
+      ).catch(() => null),
+    );
   }
 
   /**

@@ -4,6 +4,7 @@ import type { Store } from '../../store/store.js';
 import type { TaskFile, Tier } from '../../tasks/task.js';
 import { A2rlError } from '../../util/errors.js';
 import { lookup } from '../../util/registry.js';
+import { graderKind } from '../kinds/index.js';
 import type { Judge } from './judge.js';
 import { LlmJudge, type LlmJudgeOptions } from './llm.js';
 import { RubricJudge } from './rubric.js';
@@ -44,7 +45,7 @@ const judgesByTier: { readonly [T in Tier]: ReadonlyArray<JudgeConfig['kind']> }
 
 /** Refuses to start a judge-graded task with a judge its tier does not accept, saying how to start it instead. */
 export function requireJudgeFor(task: TaskFile, judge: Pick<JudgeConfig, 'kind'>): void {
-  if (task.grader.kind !== 'judge' || judgesByTier[task.tier].includes(judge.kind)) return;
+  if (!graderKind(task.grader.kind).judged || judgesByTier[task.tier].includes(judge.kind)) return;
   throw new A2rlError(
     'INVALID_INPUT',
     `${task.id} grades with an LLM judge: start it with --judge llm --judge-url URL --judge-model NAME (the rubric judge is for micro tasks)`,

@@ -1,4 +1,5 @@
 import { lookup } from '../../util/registry.js';
+import { answersKind } from './answers.js';
 import { executeKind } from './execute.js';
 import { judgeKind } from './judge.js';
 import type { GraderKind } from './kind.js';
@@ -9,6 +10,7 @@ export const graderKinds: Readonly<Record<string, GraderKind>> = {
   score: scoreKind,
   execute: executeKind,
   judge: judgeKind,
+  answers: answersKind,
 };
 
 export const graderKind = (name: string): GraderKind => lookup(graderKinds, name, 'grader kind');

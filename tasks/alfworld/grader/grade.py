@@ -14,7 +14,9 @@ of at most 100 tokens cut at the first newline (vLLM on a GPU, else transformers
 serves both halves.
 
 Writes {"grader_version", "public": {"score", "correct", "total", "per_type"}, "private": {..., "whole_score",
-"whole_correct", "whole_total"}}: score = 100 * games won / games played. The whole-set figure (all valid_unseen
+"whole_correct", "whole_total"}}: score = 100 * games won / games played; per_type = "clean 3/5, put 2/4, ..." (won /
+played per task type; a string, as the public half's figures reach the agent through get_score, which takes numbers
+and strings). The whole-set figure (all valid_unseen
 games, the paper's) is kept with the private half, which the agent never sees.
 """
 
@@ -27,6 +29,11 @@ import torch  # after hflm.grading: its thread pins come first
 from hflm import alfworld, gpu
 
 GRADER_VERSION = "alfworld-grader-1"
+
+
+def per_type_text(episodes):
+    """The reference's per_task summary in one line: "clean 3/5, put 2/4" (won / played, by prompt key)."""
+    return ", ".join(f"{key} {t['won']}/{t['total']}" for key, t in sorted(alfworld.per_type(episodes).items()))
 
 
 def main(argv=None):
@@ -50,7 +57,7 @@ def main(argv=None):
                 raise ValueError(f"{split}: the env found {n} games, {split}.jsonl lists {len(listed)}: prepare the assets again")
             episodes = alfworld.play(env, n, prompts, policy.complete)
             score, won, total = alfworld.success_rate(episodes)
-            result[split] = {"score": score, "correct": won, "total": total, "per_type": alfworld.per_type(episodes)}
+            result[split] = {"score": score, "correct": won, "total": total, "per_type": per_type_text(episodes)}
             whole_won, whole_total = whole_won + won, whole_total + total
             print(f"{split}: {won}/{total} games won", file=sys.stderr, flush=True)
     except torch.OutOfMemoryError as e:  # said as the other graders say it (hflm.grading.per_split), exit status 3

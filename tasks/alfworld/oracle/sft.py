@@ -1,13 +1,16 @@
 """The alfworld oracle's warm-up: supervised fine-tuning on the expert's episodes of the visible train games.
 
     python3 sft.py --data data --base models/base --out output/sft [--lora] [--steps N] [--games N]
+    python3 sft.py --base output/sft --rollouts rollouts/batch-001.jsonl --steps 60 --lr 1e-3 --out output/full
 
 Run in an agent's workspace (PYTHONPATH holding lib/, so hflm and alfworld import). The train split's env gives the
 handcoded expert's next command in infos["extra.expert_plan"] (upstream's AlfredTWEnv does so on the train split
 under DAgger's settings), so each train game is played by the expert through the same env and the same ReAct
 transcript the grader builds (hflm.alfworld: the reference's two examples, the opening, " action\\nfeedback\\n>" per
 step). The model is trained on the whole transcript with the loss on the actions' tokens and the newline ending
-each (where the grader's generation stops). Writes a full model (safetensors and tokenizer) or, with --lora, a PEFT
+each (where the grader's generation stops). With --rollouts (expert iteration, the second line above), the won
+episodes of launch_rollouts batches join them: the policy's own successes on the train games, as more demonstrations
+(--games 0: those alone). Writes a full model (safetensors and tokenizer) or, with --lora, a PEFT
 LoRA adapter. Seeded. The defaults suit the smoke profile's tiny model on 2 CPU cores; a real base model wants a
 lower learning rate, LoRA and a GPU.
 """
@@ -28,8 +31,11 @@ def parse(argv=None):
     parser.add_argument("--lora", action="store_true", help="train and write a LoRA adapter instead of the full model")
     parser.add_argument("--steps", type=int, default=120, help="optimizer steps of --batch transcripts")
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--games", type=int, default=200, help="train games the expert plays (the first N of the env's order)")
+    parser.add_argument("--games", type=int, default=300, help="train games the expert plays (the first N of the env's order; 0: none)")
+    parser.add_argument("--rollouts", nargs="*", default=[], help="launch_rollouts batch files whose won episodes to train on too")
     parser.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 3e-3 full, 1e-2 LoRA)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: torch's, one per CPU); a tiny model trains faster per CPU-second on one")
     return parser.parse_args(argv)
 
 
@@ -60,6 +66,15 @@ def expert_episodes(data, n_games):
         running = still
     env.close()
     return [e for e in episodes if e["won"]]
+
+
+def won_episodes(paths):
+    """The won episodes of launch_rollouts batch files (one JSON line per episode, as hflm.alfworld.play records them)."""
+    episodes = []
+    for path in paths:
+        with open(path) as f:
+            episodes += [e for e in map(json.loads, f) if e["won"]]
+    return episodes
 
 
 def tokenized(tokenizer, episode, weight=1.0):
@@ -118,9 +133,10 @@ def load(base, lora):
     if lora:
         from peft import LoraConfig, get_peft_model
 
+        # The output layer too: the smoke base learnt its one answer there, which adapted layers below it barely move.
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, task_type="CAUSAL_LM",
                                                  target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                                                 "up_proj", "down_proj"]))
+                                                                 "up_proj", "down_proj", "lm_head"]))
     return model, tokenizer
 
 
@@ -131,8 +147,18 @@ def save(model, tokenizer, out, lora):
 
 def main(argv=None):
     args = parse(argv)
-    episodes = expert_episodes(args.data, args.games)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    episodes = expert_episodes(args.data, args.games) if args.games > 0 else []
     print(f"{len(episodes)} expert episodes, {sum(len(e['actions']) for e in episodes)} steps", flush=True)
+    if args.rollouts:
+        won = won_episodes(args.rollouts)
+        print(f"{len(won)} won rollout episodes, {sum(len(e['actions']) for e in won)} steps", flush=True)
+        episodes += won
+    if not episodes:
+        raise SystemExit("nothing to train on: no expert games (--games 0) and no won rollout episodes; sample more rollouts or raise --games")
     model, tokenizer = load(args.base, args.lora)
     rows = [tokenized(tokenizer, e) for e in episodes]
     train(model, tokenizer, rows, args.steps, args.batch, args.lr or (1e-2 if args.lora else 3e-3))

@@ -5,7 +5,8 @@
 
 Writes the layout hflm.assets reads (--from DIR): datasets/<repo id>/<the repo's files> as parquet (and
 alpaca_eval's JSON and df_gamed.csv, fixture_length_control), alfworld's game files and prompt file
-(fixture_smoke_alfworld: alfworld/, github/ysymyth/ReAct/), and models/<model id>/ built by hflm.tiny. Row counts are
+(fixture_smoke_alfworld: alfworld/, github/ysymyth/ReAct/), WebShop's data files (fixture_smoke_webshop:
+github/princeton-nlp/WebShop/data/), and models/<model id>/ built by hflm.tiny. Row counts are
 small except where a
 cut is tested: humaneval has the real 164 rows, alpaca 2,003 (its visible split is [:2000]).
 
@@ -34,7 +35,9 @@ sys.path.insert(0, HERE)  # for fixture_length_control, when run as a script
 import fixture_length_control  # noqa: E402
 import fixture_smoke_alfworld  # noqa: E402
 import fixture_smoke_alpacaeval  # noqa: E402
+import fixture_smoke_deepsearchqa  # noqa: E402
 import fixture_smoke_humaneval  # noqa: E402
+import fixture_smoke_webshop  # noqa: E402
 
 FIXTURE_MODEL = "a2rl-fixture/tiny-qwen2"
 SMOKE_MODEL = "a2rl-fixture/smoke-qwen2"
@@ -114,6 +117,10 @@ def write(out_dir, counts=None, profile="default"):
     fixture_length_control.write(out_dir, counts["alpaca_eval"])
     # alfworld's game files and prompt file, a few games (its smoke games and model: fixture_smoke_alfworld --profile smoke).
     fixture_smoke_alfworld.write(out_dir, "default")
+    # deepsearchqa's csv (its smoke questions and model: fixture_smoke_deepsearchqa, below).
+    fixture_smoke_deepsearchqa.write(out_dir, "default")
+    # webshop's data files (WebShop's data/ folder: products, attributes, human instructions).
+    fixture_smoke_webshop.write(out_dir)
 
     from hflm import gsm8k, tiny
 
@@ -126,6 +133,9 @@ def write(out_dir, counts=None, profile="default"):
         # The other tasks' smoke sources replace the default rows written above, each with its own tiny model.
         fixture_smoke_alpacaeval.write(out_dir)
         fixture_smoke_humaneval.write(out_dir)
+        fixture_smoke_deepsearchqa.write(out_dir, "smoke")
+        fixture_smoke_webshop.write_smoke_model(out_dir)
+        fixture_smoke_alfworld.write(out_dir, "smoke")
         return out_dir
     texts = [r["question"] + r["answer"] for r in gsm8k_rows("train", 20)]
     if profile == "gpu-check":

@@ -241,5 +241,26 @@ class RolloutsTest(unittest.TestCase):
             shutil.rmtree(out_dir, ignore_errors=True)
 
 
+class SmokeProfileTest(unittest.TestCase):
+    """The smoke profile's games are what its README section says a tiny model learns: one goal per type, nothing in
+    the rooms but the goal's object and the lamp, the expert done within 9 steps."""
+
+    def test_one_goal_per_type_only_its_object_short_expert_episodes(self):
+        import random
+
+        world = fixture_smoke_alfworld.micro_world()
+        goals = fixture_smoke_alfworld.triples(world, fixed=True)
+        self.assertEqual(sorted(t for t, _, _ in goals), sorted(fixture_smoke_alfworld.SMOKE_GOALS))
+        for task_type, obj, dest in goals:
+            for seed in range(20):
+                game = fixture_smoke_alfworld.make_game(world, random.Random(seed), task_type, obj, dest, fixed=True)
+                things = sorted(o for items in game["contents"].values() for o in items)
+                copies = 2 if task_type == "pick_two_obj_and_place" else 1
+                self.assertEqual(things, sorted(["desklamp 1"] + [f"{obj} {n}" for n in range(1, copies + 1)]))
+                _, steps = fixture_smoke_alfworld.expert_episode(game)
+                if task_type in fixture_smoke_alfworld.SMOKE_GAME_TYPES:
+                    self.assertLessEqual(len(steps), 9, (task_type, seed))
+
+
 if __name__ == "__main__":
     unittest.main()
