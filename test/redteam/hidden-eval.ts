@@ -95,8 +95,10 @@ for root, dirs, files in os.walk("/", onerror=lambda e: None):
             size = os.path.getsize(path)
             if size in sizes and hashlib.sha256(open(path, "rb").read()).hexdigest() in hashes:
                 found["hash"].append(path)
-            if texts and size <= 5 * 2**20 and any(t in open(path, "rb").read() for t in texts):
-                found["text"].append(path)
+            if texts and size <= 5 * 2**20:
+                content = open(path, "rb").read()
+                if any(t in content for t in texts):
+                    found["text"].append(path)
             if text_hashes and path.startswith("/workspace/") and size < 50_000_000:
                 pieces = re.split(r'["\\n]| \\[SEP\\] |\\\\n', open(path, encoding="utf-8", errors="replace").read())
                 if any(digest(p) in text_hashes for p in pieces):
