@@ -1,7 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { loadReplay, playReplay, type StepOutcome } from '../src/launch/replay.js';
 import { baselineGradeOf } from '../src/core/submissions.js';
 import { runIntegrity } from '../src/integrity/verdict.js';
@@ -11,7 +10,7 @@ import { getTaskFile, listTaskIds, type FullTaskFile } from '../src/tasks/task.j
 import { cliEntry, tasksRoot } from '../src/util/paths.js';
 import { prepareDocker } from './helpers/docker.js';
 import { fullTierPython, writeFixtureHub } from './helpers/fixture-hub.js';
-import { call, startServer, waitJob } from './helpers/mcp.js';
+import { call, settledBaseline, startServer, waitJob } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
 import { startDeepsearchqaServices } from './helpers/deepsearchqa-services.js';
 import { startSmokeJudge } from './helpers/smoke-judge.js';
@@ -54,17 +53,6 @@ const smokeChecks: Record<string, (steps: Record<string, StepOutcome>, model: st
     expect(steps.unchanged!.text).toMatch(/models\/base is the base model unchanged.*; submitting it is refused/);
   },
 };
-
-/** Polls get_score until the baseline's grading has ended, as an agent would (get_score waits on submissions only). */
-async function waitBaseline(client: Client, seconds = 600): Promise<Record<string, any>> {
-  const deadline = Date.now() + seconds * 1000;
-  for (;;) {
-    const score = await call(client, 'get_score');
-    if (score.structured.baseline.state !== 'pending') return score.structured;
-    if (Date.now() > deadline) throw new Error(`the baseline is still pending after ${seconds}s`);
-    await new Promise((resolve) => setTimeout(resolve, 2000));
-  }
-}
 
 /** Full-tier tasks with a CPU smoke profile. */
 const smokeTasks = listTaskIds('full').filter((id) => (getTaskFile(id) as FullTaskFile).smoke !== undefined);
@@ -142,8 +130,8 @@ describe('full tier smoke profile', () => {
         expect(batch.isError, batch.text).toBe(false);
         const job = await waitJob(client, batch.structured.job_id);
         expect(job.state, `the rollouts batch on ${backend}`).toBe('succeeded');
-        const score = await waitBaseline(client);
-        expect(score.baseline.state, score.baseline.error ?? '').toBe('graded');
+        const baseline = await settledBaseline(client);
+        expect(baseline.state, baseline.error ?? '').toBe('graded');
       } finally {
         await client.close();
       }

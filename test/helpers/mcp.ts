@@ -72,6 +72,20 @@ export async function waitScore(client: Client, submissionId: string, seconds = 
   }
 }
 
+/**
+ * Polls get_score until the run's baseline grading is no longer pending, as an agent would (get_score waits on
+ * submissions only); returns the baseline (`state`, `score` or `error`), a failed one at once.
+ */
+export async function settledBaseline(client: Client, seconds = 600): Promise<Record<string, any>> {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    const { baseline } = (await call(client, 'get_score')).structured;
+    if (baseline.state !== 'pending') return baseline;
+    if (Date.now() > deadline) throw new Error(`the baseline is still pending after ${seconds}s`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
 /** `a2rl serve` spoken to in raw JSON-RPC lines, for what a client library would hide (stdout, crashes). */
 export function rawServer(home: string, serverArgs: string[] = []) {
   const child = spawn(process.execPath, [cliEntry, 'serve', '--task', 'micro-gsm8k', ...serverArgs], {

@@ -4,9 +4,9 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Store } from '../../src/store/store.js';
 import { startDeepsearchqaServices } from '../helpers/deepsearchqa-services.js';
 import { prepareDocker } from '../helpers/docker.js';
-import { call, startServer, waitJob } from '../helpers/mcp.js';
+import { call, settledBaseline, startServer, waitJob } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/sandbox.js';
-import { filesUnder, hiddenRows, prepareWithTinyModel, scanSandbox, settledBaseline, smokeFixture } from './hidden-eval.js';
+import { filesUnder, hiddenRows, prepareWithTinyModel, scanSandbox, smokeFixture } from './hidden-eval.js';
 
 /** A search corpus of the fixture's default profile, alone in a new folder; returns its path. */
 function writeCorpus(): string {

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { cliEntry } from '../../src/util/paths.js';
 import { Store } from '../../src/store/store.js';
 import { adminToken, type HttpServer, killServer, startHttpServer as startServerOverHttp } from '../helpers/http-server.js';
-import { call, startServer, tweakScript, waitJob } from '../helpers/mcp.js';
+import { call, settledBaseline, startServer, tweakScript, waitJob } from '../helpers/mcp.js';
 
 /**
  * The red-team suite runs once per sandbox backend named here (comma-separated), so a
@@ -161,13 +161,9 @@ export async function attack(attackClass: string, name: string, backend: string,
 
 /** Waits until the run's baseline is graded, so later changes to the recorded scores are the attacks' doing. */
 export async function waitBaseline(client: Client, seconds = 180): Promise<number> {
-  const deadline = Date.now() + seconds * 1000;
-  for (;;) {
-    const { baseline } = (await call(client, 'get_score')).structured;
-    if (baseline?.state === 'graded') return baseline.score as number;
-    if (Date.now() > deadline) throw new Error(`baseline still ${baseline?.state} after ${seconds}s`);
-    await sleep(500);
-  }
+  const baseline = await settledBaseline(client, seconds);
+  if (baseline.state !== 'graded') throw new Error(`baseline ${baseline.state}: ${baseline.error}`);
+  return baseline.score as number;
 }
 
 /**

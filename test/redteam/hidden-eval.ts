@@ -122,13 +122,3 @@ export async function scanSandbox(
   await runToEnd(client, 'python3 code/scan.py code/spec.json > code/found.json');
   return JSON.parse((await call(client, 'read_file', { path: 'code/found.json' })).structured.content as string);
 }
-
-/** Polls get_score until the baseline's grading is no longer pending (`seconds` at most); returns the baseline. */
-export async function settledBaseline(client: Client, seconds = 300): Promise<Record<string, any>> {
-  let score = await call(client, 'get_score', { wait_seconds: 0 });
-  for (let waited = 0; score.structured.baseline.state === 'pending' && waited < seconds; waited += 2) {
-    await new Promise((resolve) => setTimeout(resolve, 2000));
-    score = await call(client, 'get_score', { wait_seconds: 0 });
-  }
-  return score.structured.baseline;
-}
