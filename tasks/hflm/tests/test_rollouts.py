@@ -135,7 +135,9 @@ class Layout(unittest.TestCase):
 
 class Determinism(unittest.TestCase):
     def test_the_same_seed_gives_the_same_file_and_another_seed_other_prompts(self):
-        for task in rollouts.TASKS:
+        # The static tasks and deepsearchqa's episodes; alfworld's and webshop's samplers are seeded the same way, but
+        # this fixture model walks all 50 steps of their episodes (about 35 s a batch), which their own suites cover.
+        for task in [t for t in rollouts.TASKS if t not in ("alfworld", "webshop", "webshop-human")]:
             with self.subTest(task=task):
                 a, b = (os.path.join(ROOT, f"{task}-{k}.jsonl") for k in "ab")
                 self.assertEqual(run(task, out=a)[0], 0)

@@ -1,7 +1,7 @@
 """The webshop oracle: supervised fine-tuning on expert episodes of the visible train goals, and on won rollouts.
 
     python3 sft.py --out output/sft [--base models/base] [--goals N] [--lora]
-    python3 sft.py --base output/sft --goals 0 --rollouts rollouts/batch-001.jsonl --out output/full   # second round
+    python3 sft.py --base output/sft --goals 100 --rollouts rollouts/batch-001.jsonl --out output/full   # second round
 
 Run in an agent's workspace (PYTHONPATH holding lib/, so hflm and web_agent_site import). The expert plays train goals
 in the env over data/webshop (hflm.webshop.open_server, the goals of data/train.jsonl), as WebShop's own imitation
@@ -37,9 +37,10 @@ def parse(argv=None):
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 3e-3 full, 1e-2 LoRA)")
     parser.add_argument("--context", type=int, default=192, help="chat tokens kept before each action")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch (default 1, see main)")
     args = parser.parse_args(argv)
-    if args.goals < 0 or args.steps < 1 or args.batch < 1 or args.context < 1:
-        parser.error("--goals must be >= 0; --steps, --batch and --context >= 1")
+    if args.goals < 0 or args.steps < 1 or args.batch < 1 or args.context < 1 or args.threads < 1:
+        parser.error("--goals must be >= 0; --steps, --batch, --context and --threads >= 1")
     return args
 
 
@@ -129,7 +130,9 @@ def main(argv=None):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))  # the job's CPUs
+    # One thread by default, whatever OMP_NUM_THREADS the job has: two OpenMP threads spin against anything else on
+    # the cores (the baseline's grading, another job) and stall; one also gives the same model on any core count.
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     base = os.path.abspath(args.base)  # an adapter records its base; hflm.submission reads a relative path as a hub id
     tokenizer = AutoTokenizer.from_pretrained(base)
