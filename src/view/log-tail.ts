@@ -63,3 +63,11 @@ export async function readLogFrom(path: string, offset: number, maxBytes: number
     await file.close();
   }
 }
+
+/** The newest whole lines of `text` within `maxBytes`, and whether older ones were left out. */
+export function newestLines(text: string, maxBytes: number): { text: string; cut: boolean } {
+  const bytes = Buffer.from(text);
+  if (bytes.length <= maxBytes) return { text, cut: false };
+  const newest = bytes.subarray(bytes.length - maxBytes).toString('utf8');
+  return { text: newest.slice(newest.indexOf('\n') + 1), cut: true };
+}

@@ -2,7 +2,7 @@ import type { EventRow, JobRow, SubmissionRow } from '../store/store.js';
 import { submissionId } from '../core/submissions.js';
 import type { ViewData } from './data.js';
 import { budgetBar, cell, clock, escapeHtml, page, score } from './html.js';
-import { curveBytes, curvePoints, maxPushBytes, readLogFrom } from './log-tail.js';
+import { curveBytes, curvePoints, maxPushBytes, newestLines, readLogFrom } from './log-tail.js';
 
 /**
  * One run's page: its budget, the timeline of tool calls, its jobs with a live log tail and training curve, its
@@ -47,17 +47,19 @@ const jobName = (job: JobRow) => (job.seq === null ? `grading ${job.id}` : `job-
 
 /** A job's card: status, log tail and (for training) the curve, with the log offset its live tail continues from. */
 export async function jobCard(job: JobRow): Promise<{ html: string; offset: number }> {
-  const tail = await readLogFrom(job.log_path, 0, maxPushBytes, job.state !== 'running');
-  const curve = job.kind === 'training' ? curvePoints((await readLogFrom(job.log_path, 0, curveBytes, true)).text) : [];
+  // One read for both, so the curve shows no step the tail lacks and the live tail goes on from where both end.
+  const read = await readLogFrom(job.log_path, 0, job.kind === 'training' ? curveBytes : maxPushBytes, job.state !== 'running');
+  const curve = job.kind === 'training' ? curvePoints(read.text) : [];
+  const tail = newestLines(read.text, maxPushBytes);
   const html =
-    `<article class="job" id="job-${job.id}" data-job="${job.id}" data-offset="${tail.next}" aria-labelledby="job-${job.id}-title">` +
+    `<article class="job" id="job-${job.id}" data-job="${job.id}" data-offset="${read.next}" aria-labelledby="job-${job.id}-title">` +
     `<h3 id="job-${job.id}-title">${jobName(job)} <code>${escapeHtml(brief(job.command, 100))}</code></h3>` +
     `<p class="status">${jobStatus(job)}</p>` +
     (job.kind === 'training'
       ? `<div class="chart" role="img" aria-label="Training loss by step of ${jobName(job)}" data-points="${curve.length}" data-curve="${escapeHtml(JSON.stringify(curve))}"></div>`
       : '') +
-    `<pre class="log" tabindex="0" aria-label="Log of ${jobName(job)}, newest last">${tail.skipped > 0 ? '… earlier output not shown\n' : ''}${escapeHtml(tail.text)}</pre></article>`;
-  return { html, offset: tail.next };
+    `<pre class="log" tabindex="0" aria-label="Log of ${jobName(job)}, newest last">${read.skipped > 0 || tail.cut ? '… earlier output not shown\n' : ''}${escapeHtml(tail.text)}</pre></article>`;
+  return { html, offset: read.next };
 }
 
 export function submissionsTable(data: ViewData, runId: string): string {

@@ -245,18 +245,20 @@ describe('red team: the jail holds no secret of the launcher (invariant 7)', { t
     expect(report.candidates.join(' ')).not.toContain(canary);
     expect(report.candidates).toContain(report.own.token);
     // No run made: the launcher's server has no admin token at all, the operator's refuses every token found.
+    // Another a2rl server on the host (another test file's, running beside this one) refuses too, or is gone by then.
+    const answers = (port: number, status: number) => (port === ownPort || port === operatorPort ? [status] : [status, null]);
     const creations = a2rlResults.filter((result) => result.method === 'POST' && result.path === '/runs');
-    expect(creations).toHaveLength(2 * report.candidates.length + 2);
+    for (const port of a2rlPorts) expect(creations.filter((result) => result.port === port)).toHaveLength(report.candidates.length + 1);
     for (const result of creations) {
       if (result.port === ownPort) expect(result.status, JSON.stringify(result)).toBe(403);
       else if (result.port === operatorPort) expect(result.status, JSON.stringify(result)).toBe(401);
-      else expect([401, 403], JSON.stringify(result)).toContain(result.status);
+      else expect([401, 403, null], JSON.stringify(result)).toContain(result.status);
     }
     // A session only with its own token, on its own run, at the server that serves it; every other token refused.
     for (const result of a2rlResults.filter((r) => r.path === '/mcp' || r.path === '/sse')) {
       // Its own token at the operator's server (same home): the run is served elsewhere; at another home's: unknown.
       const expected = result.token !== report.own.token ? 401 : result.port === ownPort ? 200 : result.port === operatorPort ? 409 : 401;
-      expect(result.status, JSON.stringify(result)).toBe(expected);
+      expect(answers(result.port, expected), JSON.stringify(result)).toContain(result.status);
     }
     // What answers without a token names no run.
     for (const result of a2rlResults.filter((r) => r.path === '/metrics' || r.path === '/healthz')) {
