@@ -25,9 +25,10 @@ afterAll(async () => {
 
 /**
  * Oracles CI leaves to `a2rl demo --task <id> --route reward-only`, where the README table's figures are measured: the
- * static tasks' reward-only routes, 20 of the 36 CPU-minutes all routes take, exercise nothing the routes kept here do
- * not (rollouts scored by the task's reward: every SFT route's batch; expert iteration on them: level 3's reward-only
- * routes; the judged task's rollouts and grading: micro-alpacaeval's SFT route).
+ * static tasks' reward-only routes, 20 of the 34 CPU-minutes the nine routes take, exercise no server path the routes
+ * kept here do not (rollouts scored by the task's reward: every SFT route's batch; training on rollouts: level 3's
+ * reward-only routes; the judged task's rollouts and grading: micro-alpacaeval's SFT route). Their training scripts
+ * (`oracle/rl_train.py`) run only there.
  */
 const demoOnly = new Set(['micro-gsm8k reward-only', 'micro-alpacaeval reward-only', 'micro-humaneval reward-only']);
 

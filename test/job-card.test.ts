@@ -31,7 +31,7 @@ const training = (logPath: string): JobRow => ({
 
 describe("a running training job's card", () => {
   it('shows in its tail the last step its curve has, and its live tail goes on from the end of both', async () => {
-    // More log than one push shows, in lines of two and four bytes per character, and a line still being written.
+    // More log than one push shows, in lines with characters of three and four bytes, and a line still being written.
     const lines = Array.from({ length: 1500 }, (_, i) => `step ${i + 1}/1500 loss ${(3 / (i + 1)).toFixed(4)} ✓ 🙂`);
     const whole = lines.map((line) => `${line}\n`).join('');
     const path = join(tempDir('job-card'), 'log');
