@@ -247,13 +247,13 @@ describe('red team: the jail holds no secret of the launcher (invariant 7)', { t
     // No run made: the launcher's server has no admin token at all, the operator's refuses every token found.
     // Another a2rl server on the host (another test file's, running beside this one) refuses too, or is closing (503)
     // or gone (no answer) by then.
-    const answers = (port: number, status: number) => (port === ownPort || port === operatorPort ? [status] : [status, 503, null]);
+    const answers = (port: number, ...refusals: number[]) =>
+      port === ownPort || port === operatorPort ? refusals : [...refusals, 503, null];
     const creations = a2rlResults.filter((result) => result.method === 'POST' && result.path === '/runs');
     for (const port of a2rlPorts) expect(creations.filter((result) => result.port === port)).toHaveLength(report.candidates.length + 1);
     for (const result of creations) {
-      if (result.port === ownPort) expect(result.status, JSON.stringify(result)).toBe(403);
-      else if (result.port === operatorPort) expect(result.status, JSON.stringify(result)).toBe(401);
-      else expect([401, 403, 503, null], JSON.stringify(result)).toContain(result.status);
+      const refusals = result.port === ownPort ? [403] : result.port === operatorPort ? [401] : [401, 403];
+      expect(answers(result.port, ...refusals), JSON.stringify(result)).toContain(result.status);
     }
     // A session only with its own token, on its own run, at the server that serves it; every other token refused.
     for (const result of a2rlResults.filter((r) => r.path === '/mcp' || r.path === '/sse')) {
