@@ -22,14 +22,15 @@ const raceSeconds = 30;
 
 /**
  * A job that swaps each pair (a real folder and a link to a host path) with
- * renameat2(RENAME_EXCHANGE) as fast as it can, so that a check and a later open by name
- * see different things.
+ * renameat2(RENAME_EXCHANGE) as fast as it can until `until` (epoch milliseconds; the
+ * sandbox shares the host's clock), so that a check and a later open by name see
+ * different things.
  */
-const swapperScript = (pairs: Array<[string, string]>, seconds: number) => `python3 - <<'EOF'
+const swapperScript = (pairs: Array<[string, string]>, until: number) => `python3 - <<'EOF'
 import ctypes, time
 libc = ctypes.CDLL(None, use_errno=True)
 pairs = ${JSON.stringify(pairs)}
-end = time.time() + ${seconds}
+end = ${until / 1000}
 swaps = 0
 while time.time() < end:
     for a, b in pairs:
@@ -133,28 +134,40 @@ describe.each(['bwrap', 'docker'])('red team, the server on paths the agent cont
       const legit = await callTool('submit_artifact', { path: 'output/legit' });
       expect(legit.isError, legit.text).toBe(false);
       const legitHash = legit.structured.content_hash as string;
-      const swapper = await callTool('run_training', {
-        command: swapperScript(
-          [
-            ['output/race', 'output/race-link'],
-            ['output/lsdir', 'output/lsdir-link'],
-            ['output/wdir', 'output/wdir-link'],
-          ],
-          raceSeconds + 10,
-        ),
-      });
-      expect(swapper.isError, swapper.text).toBe(false);
+      const pairs: Array<[string, string]> = [
+        ['output/race', 'output/race-link'],
+        ['output/lsdir', 'output/lsdir-link'],
+        ['output/wdir', 'output/wdir-link'],
+      ];
+      const until = Date.now() + 2000 + raceSeconds * 1000;
+      // The swapper keeps the disk account's walks from seeing every folder, and the budget check stops a job on
+      // any walk it could not finish (invariant 11): that stop, the defence working, can come at any second and
+      // leave a pair as a link for the rest of the race. So a stopped swapper is started again until the race ends.
+      const swappers: string[] = [];
+      const keepSwapping = async () => {
+        while (Date.now() < until - 1000) {
+          const swapper = await callTool('run_training', { command: swapperScript(pairs, until) });
+          if (swapper.isError) {
+            // Refused only while the last walk still counts as over the quota; the start's own walk clears it.
+            expect(swapper.text).toMatch(/^\[QUOTA_EXCEEDED\]/);
+            await sleep(200);
+            continue;
+          }
+          swappers.push((await waitJob(client, swapper.structured.job_id, 120)).state);
+        }
+      };
+      const swapping = keepSwapping();
       await sleep(2000);
       const outcomes: Record<string, number> = {};
       const count = (tool: string, result: { isError: boolean; text: string }) => {
         const key = `${tool} ${result.isError ? (result.text.match(/^\[(\w+)\]/)?.[1] ?? 'error') : 'ok'}`;
         outcomes[key] = (outcomes[key] ?? 0) + 1;
       };
-      const until = Date.now() + raceSeconds * 1000;
       const loop = async (body: (i: number) => Promise<void>) => {
         for (let i = 0; Date.now() < until; i++) await body(i);
       };
       await Promise.all([
+        swapping,
         loop(async () => {
           const result = await callTool('submit_artifact', { path: 'output/race' });
           count('submit_artifact', result);
@@ -175,8 +188,8 @@ describe.each(['bwrap', 'docker'])('red team, the server on paths the agent cont
           count('write_file', result);
         }),
       ]);
-      const job = await waitJob(client, swapper.structured.job_id, 120);
-      recordFigure({ kind: 'race', backend, seconds: raceSeconds, outcomes, swapper: job.state });
+      recordFigure({ kind: 'race', backend, seconds: raceSeconds, outcomes, swappers });
+      expect(swappers.length).toBeGreaterThan(0);
       // The tool shows a hash's first 16 characters; the store keeps it whole.
       expect(submittedHashes().filter((hash) => !hash.startsWith(legitHash))).toEqual([]);
       expect(submittedHashes()).not.toContain(hashDirectory(planted()));
