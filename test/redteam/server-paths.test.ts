@@ -148,7 +148,7 @@ describe.each(['bwrap', 'docker'])('red team, the server on paths the agent cont
         while (Date.now() < until - 1000) {
           const swapper = await callTool('run_training', { command: swapperScript(pairs, until) });
           if (swapper.isError) {
-            // Refused only while the last walk still counts as over the quota; the start's own walk clears it.
+            // A start measures afresh: refused only while that walk still sees swaps (a stopped swapper not yet gone).
             expect(swapper.text).toMatch(/^\[QUOTA_EXCEEDED\]/);
             await sleep(200);
             continue;
@@ -166,7 +166,8 @@ describe.each(['bwrap', 'docker'])('red team, the server on paths the agent cont
       const loop = async (body: (i: number) => Promise<void>) => {
         for (let i = 0; Date.now() < until; i++) await body(i);
       };
-      await Promise.all([
+      // Settled, not all: a failed branch must not leave the others calling tools into the next test.
+      const branches = await Promise.allSettled([
         swapping,
         loop(async () => {
           const result = await callTool('submit_artifact', { path: 'output/race' });
@@ -188,8 +189,14 @@ describe.each(['bwrap', 'docker'])('red team, the server on paths the agent cont
           count('write_file', result);
         }),
       ]);
+      for (const branch of branches) if (branch.status === 'rejected') throw branch.reason;
       recordFigure({ kind: 'race', backend, seconds: raceSeconds, outcomes, swappers });
+      // Each swapper swapped until the race ended or the disk check stopped it; one that failed swapped nothing.
       expect(swappers.length).toBeGreaterThan(0);
+      expect(
+        swappers.filter((state) => state !== 'succeeded' && state !== 'budget_stopped'),
+        String(swappers),
+      ).toEqual([]);
       // The tool shows a hash's first 16 characters; the store keeps it whole.
       expect(submittedHashes().filter((hash) => !hash.startsWith(legitHash))).toEqual([]);
       expect(submittedHashes()).not.toContain(hashDirectory(planted()));
