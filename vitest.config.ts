@@ -2,10 +2,10 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { defineConfig } from 'vitest/config';
 
 /**
- * The longest files, longest first (wall times on 2 cores, two files at once: the full tier's smoke oracles about
- * 34 min, the micro oracles 15, the Python suites 15, the real agent CLIs 6); the others follow in vitest's order. Two
- * files run at once, each worker taking the next file when one ends: the long ones starting first keep both busy to
- * the end instead of leaving one long file alone on the machine.
+ * The longest files, longest first (wall times on 2 cores, two files at once, on two such machines: the full tier's
+ * smoke oracles 24-34 min, the micro oracles 13-15, the Python suites 8-15, the real agent CLIs 6); the others
+ * follow. Two files run at once, each worker taking the next file when one ends: the long ones starting first keep
+ * both busy to the end instead of leaving one long file alone on the machine.
  */
 const longestFirst = ['full-tier-smoke', 'e2e', 'python', 'agents'].map((name) => `/test/${name}.test.ts`);
 
