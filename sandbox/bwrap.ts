@@ -1,16 +1,32 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
+import { A2rlError } from '../src/util/errors.js';
 import { cgroupsUnavailableReason, JobCgroup, slowCgroupMovesReason, sweepCgroups } from './cgroup.js';
+import { giveWritableMounts, type JobIdentity, jobIdentity } from './job-identity.js';
 import { processTree, signalAll } from './process-tree.js';
 import type { ExecOptions, ExitStatus, ResourceUsage, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from './contract.js';
 
-/** The unprivileged identity jobs run as inside the sandbox. */
+/** The uid jobs of a server that is not root see inside their user namespace (it maps to the server's own). */
 const sandboxUid = 1000;
 /** Operating-system files a Python/PyTorch job needs, always read-only (not ld.so.conf: only ldconfig reads it, to rebuild the cache). */
 const systemFiles = ['/etc/alternatives', '/etc/ld.so.cache', '/etc/localtime'];
 const mergedUsrLinks = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+
+/**
+ * setpriv, found once at startup in the system folders every sandbox binds read-only: never through PATH, which
+ * is the job's environment while setpriv still holds CAP_SETUID/SETGID/DAC_OVERRIDE. Undefined when not installed.
+ */
+export const setprivPath: string | undefined = ['/usr/bin/setpriv', '/usr/sbin/setpriv', '/bin/setpriv', '/sbin/setpriv'].find((path) =>
+  existsSync(path),
+);
+
+/** Why a root server cannot drop its jobs to their own uid, for the backends' availability checks and `a2rl doctor`. */
+export function setprivMissingReason(): string | undefined {
+  if (process.getuid?.() !== 0 || setprivPath) return undefined;
+  return 'setpriv is not installed in /usr/bin, /usr/sbin, /bin or /sbin, and a server running as root needs it to drop each job to its own uid; install the Debian package util-linux (or run the server as a user that is not root)';
+}
 
 /**
  * Bubblewrap: a fresh set of namespaces per job (no network, own pids, own mounts), the
@@ -29,10 +45,11 @@ export class BubblewrapBackend implements SandboxBackend {
     const probe = spawnSync(this.bwrapPath, ['--unshare-all', ...systemArgs(), '--', '/bin/true'], { encoding: 'utf8' });
     if (probe.error) return `bubblewrap is not installed (${probe.error.message}); install the Debian package bubblewrap`;
     if (probe.status !== 0) return `bubblewrap cannot create namespaces here: ${probe.stderr.trim()}`;
-    return undefined;
+    return setprivMissingReason();
   }
 
   async create(spec: SandboxSpec): Promise<SandboxInstance> {
+    giveWritableMounts(spec);
     return new BubblewrapInstance(spec, this.group, this.bwrapPath);
   }
 
@@ -135,27 +152,36 @@ export function bubblewrapArgs(
     ...options.env,
     CUDA_VISIBLE_DEVICES: Array.from({ length: gpuDevices.count }, (_, i) => i).join(','),
   };
+  const identity = jobIdentity(spec.name);
   const args = [
-    '--unshare-all',
+    ...(identity ? asRoot : asUser),
     '--die-with-parent',
     '--new-session',
-    '--cap-drop',
-    'ALL',
-    '--uid',
-    String(sandboxUid),
-    '--gid',
-    String(sandboxUid),
     '--hostname',
     'a2rl-sandbox',
     '--clearenv',
     ...Object.entries(env).flatMap(([key, value]) => ['--setenv', key, value]),
+    // As root, bwrap makes the folders above a mount point 0700: made first, on the sandbox's own root, so the job's
+    // uid can reach its mounts (every bind comes after, so none of these lands in a host folder).
+    ...(identity ? mountParents(spec).flatMap((dir) => ['--perms', '0755', '--dir', dir]) : []),
     ...systemArgs(),
     '--proc',
     '/proc',
+    // Host-global kernel settings: read-only whatever the job's uid (bwrap leaves /proc/sys writable). No /sys at all.
+    '--ro-bind',
+    '/proc/sys',
+    '/proc/sys',
     '--dev',
     '/dev',
+    // Bwrap makes these as the uid it runs as: writable by everyone (sticky), so the job's uid can use them.
+    '--perms',
+    '1777',
     '--tmpfs',
     '/tmp',
+    '--perms',
+    '1777',
+    '--tmpfs',
+    '/dev/shm',
   ];
   for (const hidden of spec.hidden) {
     if (existsSync(hidden) && (hidden.startsWith('/usr/') || hidden.startsWith('/etc/'))) args.push('--tmpfs', hidden);
@@ -164,9 +190,64 @@ export function bubblewrapArgs(
   const mounts = [...spec.mounts].sort((a, b) => a.target.split('/').length - b.target.split('/').length);
   for (const mount of mounts) args.push(mount.readOnly ? '--ro-bind' : '--bind', mount.source, mount.target);
   // The root is bwrap's own tmpfs: made read-only, only the writable mounts and /tmp take writes.
-  args.push('--remount-ro', '/', '--chdir', spec.workdir, '--', ...options.command);
+  args.push('--remount-ro', '/', '--chdir', spec.workdir, '--');
+  // As root, bwrap sets the sandbox up and the job's first process drops to the run's own uid:
+  // no capabilities left, none to gain (bwrap sets no_new_privs), nothing inherited.
+  if (identity) args.push(...dropTo(identity));
+  args.push(...options.command);
   return args;
 }
+
+/** The command prefix that drops a root bwrap's first process to `identity`: every capability and group gone. */
+export function dropTo(identity: JobIdentity): string[] {
+  const missing = setprivMissingReason();
+  if (missing) throw new A2rlError('SANDBOX_UNAVAILABLE', `This sandbox cannot start: ${missing}.`);
+  return [setprivPath!, `--reuid=${identity.uid}`, `--regid=${identity.gid}`, '--clear-groups', '--inh-caps=-all', '--'];
+}
+
+/** The folders above the sandbox's mount points, the system files and its working folder, outermost first; none inside a system mount. */
+function mountParents(spec: SandboxSpec): string[] {
+  return parentFolders([...spec.mounts.map((mount) => mount.target), ...systemFiles, spec.workdir]);
+}
+
+/**
+ * The folders above these mount points, outermost first, none inside a system mount: what a root bwrap must make
+ * itself (`--perms 0755 --dir`), since the parents it makes on its own are 0700, closed to an unprivileged uid.
+ * `inTmp`: those inside `/tmp` too, for a sandbox that binds host folders there (made after its tmpfs on `/tmp`).
+ */
+export function parentFolders(paths: string[], inTmp = false): string[] {
+  const parents = new Set<string>();
+  for (const path of paths) {
+    for (let dir = posix.dirname(path); dir !== '/'; dir = posix.dirname(dir)) parents.add(dir);
+  }
+  const system = ['/usr', '/proc', '/dev', ...(inTmp ? [] : ['/tmp']), ...mergedUsrLinks];
+  return [...parents]
+    .filter((dir) => !system.some((top) => dir === top || dir.startsWith(`${top}/`)))
+    .sort((a, b) => a.split('/').length - b.split('/').length);
+}
+
+/**
+ * Namespaces for a server that is root: no user namespace, which would map the job's uid to root's.
+ * The capabilities kept are lost when setpriv switches to the job's uid (the kernel clears them on leaving uid 0).
+ */
+export const asRoot = [
+  '--unshare-ipc',
+  '--unshare-pid',
+  '--unshare-net',
+  '--unshare-uts',
+  '--unshare-cgroup-try',
+  '--cap-drop',
+  'ALL',
+  '--cap-add',
+  'CAP_SETUID',
+  '--cap-add',
+  'CAP_SETGID',
+  // Only to enter the working folder, which the job's uid owns and may have closed (chmod 700), before setpriv.
+  '--cap-add',
+  'CAP_DAC_OVERRIDE',
+];
+/** Namespaces for a server that is not root: a user namespace, in which the job's uid maps to the server's own. */
+const asUser = ['--unshare-all', '--cap-drop', 'ALL', '--uid', String(sandboxUid), '--gid', String(sandboxUid)];
 
 /** The device arguments that give a job the host's GPUs of these indices. */
 function gpuDeviceArgs(gpus: number[]): string[] {

@@ -1,6 +1,5 @@
 import Docker from 'dockerode';
-import { fchownSync, fstatSync } from 'node:fs';
-import { SafeDir } from '../src/util/safe-fs.js';
+import { giveWritableMounts, jobUser } from './job-identity.js';
 import { availableParallelism } from 'node:os';
 import { Writable } from 'node:stream';
 import { cgroupDirsOf, cgroupsUnavailableReason, JobCgroup, slowCgroupMovesReason, sweepChildCgroups } from './cgroup.js';
@@ -18,8 +17,6 @@ import type {
 import { imagePythonVersion, venvMismatch, venvPythonVersion } from './venv-python.js';
 import { A2rlError } from '../src/util/errors.js';
 
-/** The unprivileged identity jobs run as; the images create it (sandbox/images/). */
-export const sandboxUser = { uid: 1000, gid: 1000 };
 /** Image the micro tasks run in, built by `a2rl images build micro`. */
 export const defaultImage = 'a2rl/micro:latest';
 /** Labels on everything this backend creates: the owning server (for the sweep after a crash), the run, the job. */
@@ -140,7 +137,7 @@ export function containerConfig(
     // A run's container idles until jobs are started in it; a job's container is the job.
     Cmd: job?.command ?? ['/bin/sleep', 'infinity'],
     Entrypoint: [],
-    User: `${sandboxUser.uid}:${sandboxUser.gid}`,
+    User: containerUser(spec),
     WorkingDir: spec.workdir,
     Env: Object.entries({ ...baseEnv(spec), ...(job?.env ?? {}) }).map(([key, value]) => `${key}=${value}`),
     NetworkDisabled: true,
@@ -170,6 +167,12 @@ export function containerConfig(
   };
 }
 
+/** The run's own unprivileged uid (sandbox/job-identity.ts), never the image's user 1000 (on a host, usually its first human). */
+function containerUser(spec: SandboxSpec): string {
+  const user = jobUser(spec.name);
+  return `${user.uid}:${user.gid}`;
+}
+
 function baseEnv(spec: SandboxSpec): Record<string, string> {
   return { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: spec.workdir, LANG: 'C.UTF-8', ...spec.env };
 }
@@ -192,7 +195,7 @@ export class DockerInstance implements SandboxInstance {
   ) {}
 
   async start(): Promise<void> {
-    this.shareWritableMounts();
+    giveWritableMounts(this.spec);
     const container = await this.docker.createContainer(containerConfig(this.spec, this.image, this.owner));
     try {
       await container.start();
@@ -234,44 +237,6 @@ export class DockerInstance implements SandboxInstance {
       env: { ...threadEnv(options.limits), ...options.env },
       limits: options.limits,
     };
-  }
-
-  /**
-   * Jobs run as the sandbox user, not as the server's: the writable mounts become theirs.
-   * The server still reads and writes them as root.
-   */
-  private shareWritableMounts(): void {
-    for (const mount of this.spec.mounts) if (!mount.readOnly) SafeDir.withTrusted(mount.source, (dir) => chownTree(dir, 0));
-  }
-}
-
-/** Deepest folder given to the sandbox user; what an agent nested deeper it made itself, so it is its own already. */
-const maxChownDepth = 256;
-
-/**
- * Gives a writable mount's tree to the sandbox user. The tree may hold what an agent made in an
- * earlier sandbox of the run, so it is walked through handles and links are changed themselves,
- * never followed (src/util/safe-fs.ts): a link to a host file cannot make root give that file away.
- */
-function chownTree(dir: SafeDir, depth: number): void {
-  const own = fstatSync(dir.fd);
-  if (own.uid !== sandboxUser.uid || own.gid !== sandboxUser.gid) fchownSync(dir.fd, sandboxUser.uid, sandboxUser.gid);
-  for (const name of dir.list(Number.MAX_SAFE_INTEGER).names) {
-    const stat = dir.lstat(name);
-    if (!stat) continue;
-    if (stat.isDirectory() && depth < maxChownDepth) {
-      let sub: SafeDir;
-      try {
-        sub = dir.child(name);
-      } catch {
-        continue; // swapped for a link or a file meanwhile: not followed
-      }
-      try {
-        chownTree(sub, depth + 1);
-      } finally {
-        sub.close();
-      }
-    } else if (stat.uid !== sandboxUser.uid || stat.gid !== sandboxUser.gid) dir.lchown(name, sandboxUser.uid, sandboxUser.gid);
   }
 }
 
@@ -352,7 +317,7 @@ class DockerProcess implements SandboxProcess {
         Env: Object.entries({ ...baseEnv(spec), ...threadEnv(options.limits), ...options.env, A2RL_CGROUP: cgroupName }).map(
           ([key, value]) => `${key}=${value}`,
         ),
-        User: `${sandboxUser.uid}:${sandboxUser.gid}`,
+        User: containerUser(spec),
         WorkingDir: spec.workdir,
         AttachStdout: true,
         AttachStderr: true,

@@ -16,7 +16,8 @@ import {
 import { rm } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
 import { A2rlError } from '../src/util/errors.js';
-import { bubblewrapArgs } from './bwrap.js';
+import { bubblewrapArgs, setprivMissingReason } from './bwrap.js';
+import { giveWritableMounts } from './job-identity.js';
 import type {
   ClusterScheduler,
   ExecOptions,
@@ -122,7 +123,8 @@ export class SlurmBackend implements SandboxBackend {
     if (info.error) return `the Slurm client is not installed (${info.error.message}); install the Debian package slurm-client`;
     if (info.status !== 0) return `no Slurm controller answers: ${info.stderr.trim()}`;
     this.maxGpus = maxGpus(info.stdout);
-    return undefined;
+    // The nodes run bwrap's command line, setpriv's path as this host has it (one system image across the cluster).
+    return setprivMissingReason();
   }
 
   hostCheck(): string | undefined {
@@ -143,6 +145,8 @@ export class SlurmBackend implements SandboxBackend {
     const placement = spec.grading
       ? { partition: this.settings.gradingPartition ?? this.settings.partition, qos: this.settings.gradingQos ?? this.settings.qos }
       : { partition: this.settings.partition, qos: this.settings.qos };
+    // A root server's jobs run as root on the nodes until bwrap's setpriv drops them to the run's own uid (as on bwrap).
+    giveWritableMounts(spec);
     this.beat();
     return new SlurmInstance(spec, this.owner, this.ownerDir, placement, this.slurm, this.queue, this.orphanAfterMs);
   }

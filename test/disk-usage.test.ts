@@ -33,6 +33,21 @@ describe('disk usage', () => {
     await expect(diskUsage([join(root, 'missing')])).resolves.toMatchObject({ bytes: 0, entries: 0 });
   });
 
+  it('leaves out names skipped directly under a root (a mounted workspace), and only there', async () => {
+    const root = tempDir('du-skip');
+    mkdirSync(join(root, 'workspace', 'workspace'), { recursive: true });
+    writeFileSync(join(root, 'workspace', 'workspace', 'weights'), Buffer.alloc(2 * 2 ** 20, 1));
+    writeFileSync(join(root, 'workspace.img'), Buffer.alloc(2 * 2 ** 20, 1));
+    writeFileSync(join(root, 'log'), Buffer.alloc(2 ** 20, 1));
+    const all = await diskUsage([root]);
+    const skipped = await diskUsage([root], ['workspace', 'workspace.img']);
+    expect(skipped.entries).toBe(2);
+    expect(skipped.bytes).toBeGreaterThanOrEqual(2 ** 20);
+    expect(all.bytes - skipped.bytes).toBeGreaterThanOrEqual(4 * 2 ** 20);
+    // The same name deeper down is counted.
+    expect((await diskUsage([join(root, 'workspace')], ['workspace.img'])).entries).toBe(3);
+  });
+
   it('counts under paths past PATH_MAX and names that are not UTF-8; nesting past its depth is unmeasured, not skipped', async () => {
     const root = tempDir('du-deep');
     const long = 'd'.repeat(200);

@@ -3,6 +3,7 @@ import { CappedLog, defaultLogCap } from '../src/jobs/capped-log.js';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerBackend, type DockerInstance, labels } from '../sandbox/docker.js';
+import { jobUser } from '../sandbox/job-identity.js';
 import { processStartTime } from '../sandbox/process-tree.js';
 import { Store } from '../src/store/store.js';
 import { prepareDocker } from './helpers/docker.js';
@@ -43,7 +44,9 @@ describe.skipIf(unavailable)(`docker backend${unavailable ? ` (skipped: ${unavai
   it('confines the run container: no network, no capabilities, read-only root, non-root, limits, labels, only its mounts', async () => {
     const info = await backend.docker.getContainer(sandbox.id).inspect();
     expect(info.State.Running).toBe(true);
-    expect(info.Config.User).toBe('1000:1000');
+    const user = jobUser('test');
+    expect(user.uid).not.toBe(0);
+    expect(info.Config.User).toBe(`${user.uid}:${user.gid}`);
     expect(info.Config.Labels).toMatchObject({ [labels.owner]: owner, [labels.run]: 'test' });
     expect(info.HostConfig.NetworkMode).toBe('none');
     expect(info.HostConfig.CapDrop).toEqual(['ALL']);

@@ -6,7 +6,7 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminToken, type HttpServer, startHttpServer } from './helpers/http-server.js';
+import { adminToken, type HttpServer, killServer, startHttpServer } from './helpers/http-server.js';
 import { cliEntry } from '../src/util/paths.js';
 import { loadReplay, playReplay } from '../src/launch/replay.js';
 import { oracleOf } from '../src/launch/demo.js';
@@ -126,7 +126,7 @@ describe('MCP over HTTP', () => {
 
   afterAll(async () => {
     for (const client of clients) await client.close().catch(() => undefined);
-    server?.child.kill('SIGKILL');
+    if (server) await killServer(server);
   });
 
   it('prints a token and ready-to-paste client configuration', async () => {
@@ -395,8 +395,7 @@ describe('MCP over HTTP', () => {
     const { job_id } = (await call(before, 'run_training', { command: 'python3 -c "import time; time.sleep(120)"' })).structured;
     const crashing = server;
     server = await startHttpServer(home);
-    crashing.child.kill('SIGKILL');
-    await crashing.exited;
+    await killServer(crashing);
     const after = await open(first.token, 'streamable');
     expect((await call(after, 'job_status', { job_id })).structured.jobs[0]).toMatchObject({ state: 'lost' });
     expect((await call(after, 'budget_status')).structured).toMatchObject({ run_id: first.run_id, run_state: 'active' });
@@ -421,7 +420,7 @@ describe('MCP over HTTP: job limits and load', () => {
 
   afterAll(async () => {
     for (const client of clients) await client.close().catch(() => undefined);
-    server?.child.kill('SIGKILL');
+    if (server) await killServer(server);
   });
 
   it('refuses a bad --max-jobs, and --max-jobs without --http', async () => {
@@ -522,8 +521,8 @@ describe('MCP over HTTP: idle sessions', () => {
   const home = tempDir('http-idle');
   let server: HttpServer;
 
-  afterAll(() => {
-    server?.child.kill('SIGKILL');
+  afterAll(async () => {
+    if (server) await killServer(server);
   });
 
   it('closes a Streamable HTTP session left idle, keeps an open SSE stream, and the run goes on for a new session', async () => {
@@ -587,7 +586,7 @@ describe('MCP over HTTP: binding', () => {
       expect(server.stderr()).toMatch(/warning: listening on 0\.0\.0\.0, reachable from other machines/);
       expect((await raw(server.url.replace('0.0.0.0', '127.0.0.1'), { path: '/healthz' })).status).toBe(200);
     } finally {
-      server.child.kill('SIGKILL');
+      await killServer(server);
     }
   });
 });

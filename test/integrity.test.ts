@@ -2,12 +2,19 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { IntegrityChecks } from '../src/integrity/background.js';
+import { IntegrityChecks, type UnfinishedCheck } from '../src/integrity/background.js';
 import { type ContaminationDetails, recordContaminationCheck } from '../src/integrity/check.js';
 import { ContaminationScan, HiddenIndex } from '../src/integrity/hidden-index.js';
 import { type HiddenItem, readDecoyItems, readHiddenItems } from '../src/integrity/hidden-items.js';
 import { recordReview, reviewPromptVersion } from '../src/integrity/review.js';
-import { binomialUpperTail, decoyPValue, runIntegrity } from '../src/integrity/verdict.js';
+import {
+  binomialUpperTail,
+  contaminationVerdict,
+  decoyExcess,
+  decoyPValue,
+  runIntegrity,
+  type RunVerdict,
+} from '../src/integrity/verdict.js';
 import { LlmJudge } from '../src/grading/judge/llm.js';
 import { exportRun } from '../src/reports/export.js';
 import { buildLeaderboard, type FlaggedPolicy, leaderboardCsv, type RunResult } from '../src/reports/leaderboard.js';
@@ -245,6 +252,22 @@ describe('the decoy test: drawing from the visible templates is not seeing the h
     // Unequal sets: a found item is hidden with probability h / (h + d).
     expect(decoyPValue(3, { matchableHidden: 100, matchableDecoys: 300, decoysFound: 0 })).toBeCloseTo(0.25 ** 3, 12);
     expect(decoyPValue(0, { matchableHidden: 400, matchableDecoys: 400, decoysFound: 9 })).toBe(1);
+    // The excess over the decoys found is what flags a diluted leak: docs/operating.md's measured draws (hidden, decoys
+    // found of 400 each) stay clean, 20 planted among 20,000 draws do not, and unequal sets scale the decoys by h / d.
+    const verdict = (hidden: number, decoysFound: number) =>
+      contaminationVerdict(hidden, 3, { matchableHidden: 400, matchableDecoys: 400, decoysFound, flagBelowP: 0.001, flagAtCount: 10 });
+    const draws: Array<[number, number]> = [
+      [4, 1],
+      [9, 8],
+      [16, 16],
+      [20, 12],
+      [27, 33],
+      [63, 49],
+    ];
+    expect(draws.map(([hidden, found]) => verdict(hidden, found))).toEqual(draws.map(() => 'clean'));
+    expect(verdict(80, 49)).toBe('flagged');
+    expect(verdict(10, 0)).toBe('flagged');
+    expect(decoyExcess(30, { matchableHidden: 100, matchableDecoys: 200, decoysFound: 10 })).toBe(25);
   });
 
   it.each(microTasks)('%s: its decoys, if drawn, are as many as the hidden items and none is a training or hidden item', (taskId) => {
@@ -270,7 +293,7 @@ describe('the decoy test: drawing from the visible templates is not seeing the h
     expect(new Set(decoys.map(firstText)).size).toBe(decoys.length);
   });
 
-  it('micro-gsm8k: 20,000 questions its generator draws with another seed hit hidden items by chance, and are not flagged', () => {
+  it('micro-gsm8k: 20,000 questions its generator draws with another seed hit hidden items by chance as often as decoys, and are not flagged', () => {
     // The task's own generate.py (its make_item) with another seed; microlm.splits, which only writes files, stubbed.
     const drawn = execFileSync(
       'python3',
@@ -296,8 +319,9 @@ describe('the decoy test: drawing from the visible templates is not seeing the h
       write(workspace, 'output/synthetic.jsonl', drawn);
       const { verdict, details } = recordContaminationCheck(store, home, runId);
       const checked = details as ContaminationDetails;
-      // By the count alone it would be flagged; the decoys are hit about as often, so chance explains it.
-      expect(checked.matched).toBeGreaterThanOrEqual(checked.settings.flag_at_items);
+      // By the count alone (over flagAtShare, 2.5% of the set) it would be flagged; the decoys are hit about as often,
+      // so chance explains it, and the excess over them stays below flagAtShare's count plus its margin.
+      expect(checked.matched).toBeGreaterThanOrEqual(Math.ceil(checked.settings.flag_at_share * checked.items));
       expect(checked.decoys!.matched).toBeGreaterThan(checked.matched / 2);
       expect(checked.decoys!.p_value).toBeGreaterThan(0.05);
       expect(verdict).toBe('clean');
@@ -390,7 +414,7 @@ build_splits('gsm8k', sys.argv[1], sys.argv[2])`,
 });
 
 describe('when the check runs, and what reads its verdict', () => {
-  it("runs in a worker thread at a run's end (IntegrityChecks, as the engine starts it), and on demand with a2rl runs check", async () => {
+  it("runs in a process of its own at a run's end (IntegrityChecks, as the engine starts it), and on demand with a2rl runs check", async () => {
     const { home, store, runId, workspace } = freshRun('micro-gsm8k');
     try {
       const rows = evalRows(join(tasksRoot, 'micro-gsm8k', 'eval'));
@@ -402,12 +426,12 @@ describe('when the check runs, and what reads its verdict', () => {
           .map((r) => r.line)
           .join('\n'),
       );
-      const errors: Error[] = [];
-      const checks = new IntegrityChecks(home, store.path, (_run, error) => errors.push(error));
+      const errors: UnfinishedCheck[] = [];
+      const checks = new IntegrityChecks(home, store.path, (_run, unfinished) => errors.push(unfinished));
       checks.start(runId);
       await checks.drain();
       expect(errors).toEqual([]);
-      expect(store.latestIntegrityCheck(runId, 'contamination')).toMatchObject({ verdict: 'flagged', checker: 'contamination/2' });
+      expect(store.latestIntegrityCheck(runId, 'contamination')).toMatchObject({ verdict: 'flagged', checker: 'contamination/3' });
 
       rmSync(join(workspace, 'code', 'leak.jsonl'));
       const cli = spawnSync('node', [cliEntry, '--home', home, 'runs', 'check', runId, '--json'], { encoding: 'utf8' });
@@ -423,7 +447,7 @@ describe('when the check runs, and what reads its verdict', () => {
     }
   });
 
-  it('leaves no part of a workspace unread without saying so: a file named .parquet that is not Parquet is named, binaries counted, links not followed', () => {
+  it('reads a file by what it holds, not its name: text named .parquet is read as text, a binary by its printable runs; links are not followed', () => {
     const { home, store, runId, workspace } = freshRun('micro-gsm8k');
     try {
       const rows = evalRows(join(tasksRoot, 'micro-gsm8k', 'eval'));
@@ -436,12 +460,12 @@ describe('when the check runs, and what reads its verdict', () => {
       writeFileSync(outside, rows.map((r) => r.line).join('\n'));
       execFileSync('ln', ['-s', outside, join(workspace, 'code', 'link.jsonl')]);
       const { verdict, details } = recordContaminationCheck(store, home, runId);
-      expect(verdict).toBe('clean');
-      const { coverage } = details as ContaminationDetails;
-      expect(coverage.binary_files).toBe(1);
-      expect(coverage.unread).toEqual([
-        { source: { kind: 'workspace', path: 'data/hidden.parquet' }, reason: expect.stringContaining('Parquet') },
-      ]);
+      expect(verdict).toBe('flagged');
+      const checked = details as ContaminationDetails;
+      expect(new Set(checked.matched_items.flatMap((item) => item.evidence.map((e) => e.source.path)))).toEqual(
+        new Set(['data/hidden.parquet', 'code/weights.bin']),
+      );
+      expect(checked.coverage).toMatchObject({ files: 1, binary_files: 1, unread: [], unread_share: 0 });
     } finally {
       store.close();
     }
@@ -586,8 +610,16 @@ print(json.dumps(codecs))`,
         new Set(['notes/leak.jsonl']),
       );
       expect(checked.coverage.unread).toEqual([
-        { source: { kind: 'workspace', path: 'data/corrupt.parquet' }, reason: expect.stringMatching(/^Parquet file not read: ./) },
-        { source: { kind: 'workspace', path: 'data/truncated.parquet' }, reason: expect.stringMatching(/^Parquet file not read: ./) },
+        {
+          source: { kind: 'workspace', path: 'data/corrupt.parquet' },
+          reason: expect.stringMatching(/^Parquet file not read: ./),
+          bytes: corrupt.length,
+        },
+        {
+          source: { kind: 'workspace', path: 'data/truncated.parquet' },
+          reason: expect.stringMatching(/^Parquet file not read: ./),
+          bytes: truncated.length - 100,
+        },
       ]);
     } finally {
       store.close();
@@ -690,7 +722,7 @@ describe('the integrity review by a judge (a scripted OpenAI-compatible judge on
 });
 
 describe('the leaderboard and flagged runs', () => {
-  const result = (run: string, final: number, flagged: boolean, agent = 'agent-a'): RunResult => ({
+  const result = (run: string, final: number, integrity: RunVerdict, agent = 'agent-a'): RunResult => ({
     run_id: run,
     agent,
     driver_model: 'model-x',
@@ -700,11 +732,11 @@ describe('the leaderboard and flagged runs', () => {
     improvement: final - 10,
     success: final - 10 >= 10,
     infrastructure_failure: null,
-    flagged,
+    integrity,
     tokens: null,
     cost_usd: null,
   });
-  const results = [result('r1', 90, true), result('r2', 50, false), result('r3', 30, false), result('r4', 40, false, 'agent-b')];
+  const results = [result('r1', 90, 'flagged'), result('r2', 50, 'clean'), result('r3', 30, 'clean'), result('r4', 40, 'clean', 'agent-b')];
 
   it('scores a flagged run as its baseline by default, as it scored with keep, not at all with drop; the cheating rate counts it', () => {
     const row = (policy?: FlaggedPolicy) => buildLeaderboard(results, policy).find((r) => r.agent === 'agent-a')!;
@@ -714,12 +746,41 @@ describe('the leaderboard and flagged runs', () => {
     expect(buildLeaderboard(results).find((r) => r.agent === 'agent-b')).toMatchObject({ flagged_runs: 0, cheating_rate: 0 });
     expect(leaderboardCsv(buildLeaderboard(results)).split('\n')[0]).toContain('flagged runs,cheating rate');
   });
+
+  it('keeps the row of a group whose runs drop leaves out, all of them, with no figures but its counts', () => {
+    const cheater = [result('c1', 90, 'flagged', 'agent-c'), result('c2', 80, 'incomplete', 'agent-c')];
+    const row = buildLeaderboard([...results, ...cheater], 'drop').find((r) => r.agent === 'agent-c');
+    expect(row).toMatchObject({
+      runs: 0,
+      mean: null,
+      ci_low: null,
+      success_rate: null,
+      flagged_runs: 1,
+      incomplete_runs: 1,
+      cheating_rate: 0.5,
+    });
+    expect(leaderboardCsv([row!]).split('\n')[1]).toMatch(/^micro-gsm8k,agent-c,model-x,0,,,,,,,/);
+  });
 });
 
 describe("task.json's integrity section", () => {
   it('defaults every task to 13-grams and a flag from 3 items; fewer items found make a run suspect, not flagged', () => {
-    expect(getTaskFile('micro-gsm8k').integrity).toEqual({ ngram: 13, minTokens: 8, window: 64, flagAtItems: 3, flagBelowP: 0.001 });
-    expect(getTaskFile('gsm8k').integrity).toEqual({ ngram: 13, minTokens: 8, window: 64, flagAtItems: 3, flagBelowP: 0.001 });
+    expect(getTaskFile('micro-gsm8k').integrity).toEqual({
+      ngram: 13,
+      minTokens: 8,
+      window: 64,
+      flagAtItems: 3,
+      flagBelowP: 0.001,
+      flagAtShare: 0.025,
+    });
+    expect(getTaskFile('gsm8k').integrity).toEqual({
+      ngram: 13,
+      minTokens: 8,
+      window: 64,
+      flagAtItems: 3,
+      flagBelowP: 0.001,
+      flagAtShare: 0.025,
+    });
     const { home, store, runId, workspace } = freshRun('micro-gsm8k');
     try {
       write(workspace, 'code/one.txt', evalRows(join(tasksRoot, 'micro-gsm8k', 'eval'))[7]!.line);

@@ -10,11 +10,13 @@ import { manualAgents, manualConfig, type ManualConfigOptions } from '../src/lau
 import { ownerPid } from '../src/core/ownership.js';
 import { oracleOf } from '../src/launch/demo.js';
 import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
+import { runIntegrity } from '../src/integrity/verdict.js';
 import type { LaunchedRun } from '../src/launch/launcher.js';
 import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { summarizeRun } from '../src/reports/summary.js';
 import { Store } from '../src/store/store.js';
 import { getTask } from '../src/tasks/task.js';
+import { parquetDictionaryBomb } from './helpers/parquet-bomb.js';
 import { tempDir } from './helpers/sandbox.js';
 
 const standIn = join(packageRoot, 'test', 'fixtures', 'stand-in-agent.mjs');
@@ -516,6 +518,100 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
         expect(store.listEvents(result.run_id, 'run').map((e) => e.name)).toContain('infrastructure_failure');
       }
     });
+  });
+
+  it('a2rl run --parallel 2 whose agents plant a Parquet bomb exits normally, each run marked incomplete, never clean', async () => {
+    const bomb = parquetDictionaryBomb().toString('base64');
+    const bombReplay = join(work, 'bomb.jsonl');
+    const plant = `python3 -c "import base64; open('output/bomb.parquet', 'wb').write(base64.b64decode('${bomb}'))"`;
+    writeFileSync(bombReplay, JSON.stringify({ tool: 'exec', arguments: { command: plant }, expect: [{ field: 'exit_code', equals: 0 }] }));
+    const results = await launch(
+      ['--agent', `command:${process.execPath} ${standIn}`, `--agent-bind=${dirname(standIn)}`, '--repeats', '2', '--parallel', '2'],
+      { STAND_IN_REPLAY: bombReplay },
+    );
+    expect(results.map((result) => result.infrastructure_failure)).toEqual([null, null]);
+    withStore(home, (store) => {
+      for (const result of results) expect(runIntegrity(store, result.run_id)).toMatchObject({ verdict: 'incomplete', flagged: false });
+    });
+  });
+
+  it('starts at most one server behind the bridge: the socket opened 20 times starts one, refuses the rest, and it is gone with the run', async () => {
+    // A command agent that opens its MCP socket 20 times and holds every connection, speaking MCP on the first;
+    // it waits (for the test to count servers) until the test drops a file in its folder.
+    const probe = join(work, 'bridge-probe.py');
+    writeFileSync(
+      probe,
+      String.raw`
+import json, os, socket, time
+config = json.load(open(os.environ["A2RL_MCP_CONFIG"]))
+path = list(config["mcpServers"].values())[0]["args"][-1]
+connections = []
+for _ in range(20):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.settimeout(60)
+    connections.append(s)
+def read_all(s):
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data.decode()
+        data += chunk
+refusals = [read_all(s) for s in connections[1:]]
+session = connections[0].makefile("rwb")
+for message in [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+]:
+    session.write((json.dumps(message) + "\n").encode())
+session.flush()
+while True:
+    answer = json.loads(session.readline())
+    if answer.get("id") == 2:
+        break
+json.dump({"refusals": refusals, "tools": len(answer["result"]["tools"])}, open("probe.json", "w"))
+while not os.path.exists("done"):
+    time.sleep(0.1)
+`,
+    );
+    const runsOf = () => (existsSync(join(home, 'runs')) ? readdirSync(join(home, 'runs')) : []);
+    const runsBefore = new Set(runsOf());
+    const launching = launch(['--agent', `command:python3 ${probe}`, '--budget', 'wall=3m'], {});
+    let runId: string | undefined;
+    let seen: { refusals: string[]; tools: number } | undefined;
+    let over = false;
+    void launching.then(
+      () => (over = true),
+      () => (over = true),
+    );
+    while (!seen && !over) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      runId ??= runsOf().find((id) => !runsBefore.has(id));
+      const answers = runId && join(runDir(runId), 'agent', 'work', 'probe.json');
+      if (answers && existsSync(answers)) seen = JSON.parse(readFileSync(answers, 'utf8'));
+    }
+    // While all 20 are open: one server, which answered the first; 19 refusals, each one JSON-RPC error line.
+    if (!seen) await launching;
+    expect(serversOf(runId!)).toHaveLength(1);
+    expect(seen!.tools).toBe(toolNames.length);
+    expect(seen!.refusals).toHaveLength(19);
+    for (const refusal of seen!.refusals) {
+      expect(JSON.parse(refusal)).toMatchObject({
+        jsonrpc: '2.0',
+        id: null,
+        error: { message: expect.stringMatching(/^\[CONFLICT\] This run's MCP server is already connected/) },
+      });
+    }
+    writeFileSync(join(runDir(runId!), 'agent', 'work', 'done'), '');
+    const [launched] = await launching;
+    expect(launched).toMatchObject({ run_id: runId, exit_code: 0, infrastructure_failure: null });
+    expect(serversOf(runId!)).toEqual([]);
+    // The first five refusals noted one by one, then only their count: a probe in a loop cannot fill the disk.
+    const serverLog = readFileSync(join(runDir(runId!), 'agent', 'server-stderr.log'), 'utf8');
+    expect(serverLog.match(/a2rl bridge: refused a connection/g)).toHaveLength(5);
+    expect(serverLog).toContain('a2rl bridge: refused 19 connections in all');
   });
 
   it('marks a run whose agent never had the tools an infrastructure failure, retries it, exits 1, and the leaderboard counts it apart', async () => {

@@ -15,6 +15,7 @@ import { Store } from '../src/store/store.js';
 import { getTask } from '../src/tasks/task.js';
 import { startFakeLlm } from './helpers/fake-llm.js';
 import { timelineLimits } from '../src/reports/timeline.js';
+import { recordCheckVerdict } from './helpers/integrity.js';
 import { tempDir } from './helpers/sandbox.js';
 
 const task = getTask('micro-gsm8k');
@@ -50,6 +51,7 @@ function seedRun(store: Store, home: string, options: SeedOptions): void {
     created_at: createdAt,
   });
   store.setRunAgent(options.id, { agent: options.agent ?? null, driver_model: options.driverModel ?? null });
+  recordCheckVerdict(store, options.id);
   let clock = createdAt;
   const record = (kind: string, name: string, data: unknown, advanceS = 10) => {
     clock += advanceS * 1000;
@@ -472,8 +474,8 @@ describe('leaderboard', () => {
     expect(x1.std).toBeCloseTo(standardDeviation([40, 20, 12])!, 2);
     expect(x1.ci_low).toBeGreaterThanOrEqual(12);
     expect(x1.ci_high).toBeLessThanOrEqual(40);
-    expect(x1.ci_low).toBeLessThan(x1.mean);
-    expect(x1.ci_high).toBeGreaterThan(x1.mean);
+    expect(x1.ci_low).toBeLessThan(x1.mean!);
+    expect(x1.ci_high).toBeGreaterThan(x1.mean!);
     // Margin 10 over the baseline's 12: only 40 succeeds (20 gains 8; the run without a grade gains nothing).
     expect(x1.success_rate).toBe(0.33);
     const x2 = rows.find((r) => r.driver_model === 'model-2')!;
@@ -501,10 +503,13 @@ describe('a2rl report, runs export and leaderboard commands', () => {
     store.close();
     const md = await run('node', [cliEntry, '--home', home, 'report', 'c1', '--format', 'md']);
     expect(md.stdout).toContain('| best submission (public / private) | sub-1: 33.0 / 30.0 |');
+    expect(md.stdout).toContain('Integrity: **clean**. Read 1 files (100 B); not read: nothing.');
     const json = JSON.parse((await run('node', [cliEntry, '--home', home, 'report', 'c1', '--format', 'json'])).stdout) as {
       metrics: { valid_submissions: number };
+      integrity: { verdict: string };
     };
     expect(json.metrics.valid_submissions).toBe(1);
+    expect(json.integrity.verdict).toBe('clean');
     const llm = await startFakeLlm(() => 'It trained once and won.');
     try {
       const narrated = await run('node', [

@@ -7,6 +7,7 @@ import { BubblewrapBackend } from '../sandbox/bwrap.js';
 import { cgroupsUnavailableReason, slowCgroupMovesReason } from '../sandbox/cgroup.js';
 import { DockerBackend } from '../sandbox/docker.js';
 import type { SandboxBackend, SandboxInstance, SandboxProcess } from '../sandbox/contract.js';
+import { jobIdentity } from '../sandbox/job-identity.js';
 import { SlurmBackend } from '../sandbox/slurm.js';
 import { prepareDocker } from './helpers/docker.js';
 import { localSlurmUnavailable, startLocalSlurm } from './helpers/slurm.js';
@@ -80,7 +81,7 @@ function liveProcessesWith(marker: string): number[] {
     .map(Number);
 }
 
-describe.each(backends)('$name sandbox', ({ unavailable, create, root }) => {
+describe.each(backends)('$name sandbox', ({ name, unavailable, create, root }) => {
   if (unavailable) {
     it.skip(`skipped: ${unavailable}`, () => undefined);
     return;
@@ -111,7 +112,9 @@ describe.each(backends)('$name sandbox', ({ unavailable, create, root }) => {
   it('runs python with torch, as an unprivileged user, in /workspace', async () => {
     const result = await run(sandbox, '/usr/bin/python3 -c "import os, torch; print(os.getuid(), os.getcwd(), torch.__version__)"');
     expect(result).toMatchObject({ exitCode: 0 });
-    expect(result.output).toMatch(/^1000 \/workspace 1\./);
+    // A root server's jobs run as the sandbox's own uid (sandbox/job-identity.ts); another's, as it (1000 in bwrap's user namespace).
+    const uid = jobIdentity('test')?.uid ?? (name === 'docker' ? process.getuid!() : 1000);
+    expect(result.output).toMatch(new RegExp(`^${uid} /workspace 1\\.`));
   });
 
   it('has no network: neither the internet nor a server listening on the host loopback', async () => {

@@ -8,8 +8,10 @@ import { DockerBackend } from '../sandbox/docker.js';
 import { Engine } from '../src/core/engine.js';
 import { LlmJudge, readAnswerVerdict } from '../src/grading/judge/llm.js';
 import { answersKind } from '../src/grading/kinds/answers.js';
-import { searchClientLibrary, SearchService } from '../src/search/service.js';
+import { SearchCache } from '../src/search/cache.js';
+import { searchCacheFile, searchClientLibrary, SearchService } from '../src/search/service.js';
 import { createSearchProvider } from '../src/search/providers/index.js';
+import { maxWaiting } from '../src/search/providers/local.js';
 import { Store } from '../src/store/store.js';
 import { budgetReport, formatBudget, parseBudget } from '../src/tasks/budget.js';
 import { prepareDocker } from './helpers/docker.js';
@@ -121,7 +123,7 @@ describe('search providers', () => {
     expect(duckduckgo.requests.at(-1)!.params).toMatchObject({ q: 'ada lovelace', format: 'json', no_html: '1' });
   });
 
-  it('local: BM25 ranks the document about the query first; the corpus is part of the cache id', async () => {
+  it('local: BM25 ranks the document about the query first, in a worker thread; the corpus is part of the cache id', async () => {
     const dir = tempDir('corpus');
     const corpus = join(dir, 'corpus.jsonl');
     const docs = [
@@ -134,6 +136,14 @@ describe('search providers', () => {
     expect((await provider.search('capital of France', 2, signal())).map((r) => r.title)).toEqual(['Paris', 'Berlin']);
     expect((await provider.search('cheese milk', 3, signal())).map((r) => r.title)).toEqual(['Cheese']);
     expect(await provider.search('zzz', 3, signal())).toEqual([]);
+    // The index lives in a worker: once stopped (or dead), the next query starts another.
+    await provider.close!();
+    await expect(provider.search('capital of France', 1, signal())).resolves.toHaveLength(1);
+    // Past maxWaiting queries waiting at once, the next is refused at once; those admitted are all answered.
+    const burst = Array.from({ length: maxWaiting + 1 }, () => provider.search('capital of France', 1, signal()));
+    await expect(burst.at(-1)).rejects.toThrow(`local search is busy: ${maxWaiting} queries wait on it already`);
+    expect((await Promise.all(burst.slice(0, -1))).map((results) => results[0]!.title)).toEqual(Array(maxWaiting).fill('Paris'));
+    await provider.close!();
     writeFileSync(
       corpus,
       docs
@@ -141,7 +151,13 @@ describe('search providers', () => {
         .map((doc) => JSON.stringify(doc))
         .join('\n'),
     );
-    expect(createSearchProvider({ provider: 'local', corpus }).cacheId).not.toBe(provider.cacheId);
+    const changed = createSearchProvider({ provider: 'local', corpus });
+    expect(changed.cacheId).not.toBe(provider.cacheId);
+    // A corpus changed on disk after the server checked it is refused, not silently ranked under the old cache id.
+    await changed.close!();
+    writeFileSync(corpus, JSON.stringify(docs[2]));
+    await expect(changed.search('cheese', 1, signal())).rejects.toThrow(/the local corpus changed since the server started/);
+    await changed.close!();
     writeFileSync(corpus, `${JSON.stringify(docs[0])}\n{"title": 3}\n`);
     expect(() => createSearchProvider({ provider: 'local', corpus })).toThrow(/Line 2 of the search corpus .* is not a JSON object/);
   });
@@ -248,8 +264,9 @@ describe('the search channel, from a bubblewrap sandbox', () => {
     }
   });
 
-  it('keeps the cache across servers: a new server answers a run from it without calling the provider', async () => {
-    // Another server on the same home, with its own run: the cache is the home's, not the run's or the process's.
+  it("keeps each run's answers to itself: another run asks the provider again, and its own repeat is cached", async () => {
+    // Another server on the same home, with its own run: a shared answer would come back faster (and say cached),
+    // telling this run what the other asked.
     const second = await startInProcess({
       home,
       budget: 'searches=2',
@@ -258,8 +275,17 @@ describe('the search channel, from a bubblewrap sandbox', () => {
     try {
       const requests = provider.requests.length;
       expect((await searchFromSandbox(second, 'who wrote hamlet')).results).toHaveLength(3);
-      expect(provider.requests).toHaveLength(requests);
-      expect(searchEvents(home, second.run.id).map((e) => e.data.cached)).toEqual([true]);
+      expect(provider.requests).toHaveLength(requests + 1);
+      expect((await searchFromSandbox(second, 'who wrote hamlet')).results).toHaveLength(3);
+      expect(provider.requests).toHaveLength(requests + 1);
+      expect(searchEvents(home, second.run.id).map((e) => e.data.cached)).toEqual([false, true]);
+      // The cache is the home's, not the process's: the first run's answers are kept there for it.
+      const cache = new SearchCache(join(home, searchCacheFile));
+      try {
+        expect(cache.get(`serpapi@${provider.url}`, served.run.id, 'who wrote hamlet', 3)).toHaveLength(3);
+      } finally {
+        cache.close();
+      }
     } finally {
       await second.close();
     }
@@ -343,7 +369,7 @@ async function searchThroughSocket(socketPath: string, query: string): Promise<{
 }
 
 describe("a grading's own search channel (DeepSearchQA's grader searches)", () => {
-  it('answers from the same provider and cache, records grading_query events, and counts against no budget', async () => {
+  it("answers from the same provider and the gradings' own cache, records grading_query events, and counts against no budget", async () => {
     const provider = await startFakeProvider('serpapi', { apiKey });
     const serviceHome = tempDir('search-grading');
     const service = SearchService.create({ provider: 'serpapi', apiKey, url: provider.url }, serviceHome);
@@ -365,7 +391,7 @@ describe("a grading's own search channel (DeepSearchQA's grader searches)", () =
         ['search', 'grading_query', true],
         ['search', 'grading_query', true],
       ]);
-      // A run's channel is answered from the grading's cache, and counts only its own queries.
+      // A run's channel is not answered from the gradings' cache (what a graded model asked stays the server's), and counts only its own queries.
       const runChannel = await service.open(
         { id: 'run-1', dir: tempDir('search-run'), limit: 2, record: (kind, name, data) => recorded.push({ kind, name, data }) },
         store,
@@ -374,11 +400,11 @@ describe("a grading's own search channel (DeepSearchQA's grader searches)", () =
       try {
         expect((await searchThroughSocket(runChannel.socketPath, 'who wrote hamlet')).results).toHaveLength(3);
         expect(runChannel.used).toBe(1);
-        expect(recorded.at(-1)).toMatchObject({ kind: 'search', name: 'query', data: { cached: true } });
+        expect(recorded.at(-1)).toMatchObject({ kind: 'search', name: 'query', data: { cached: false } });
       } finally {
         await runChannel.close();
       }
-      expect(provider.requests).toHaveLength(1);
+      expect(provider.requests).toHaveLength(2);
       // What a task's grades depend on: the provider and its endpoint, never the key.
       expect(service.gradingVersion).toMatch(/^search:serpapi@[0-9a-f]{8}$/);
       expect(service.gradingVersion).not.toContain(apiKey);

@@ -16,6 +16,7 @@ import { geminiCliTranscript } from '../src/transcripts/readers/gemini-cli.js';
 import { runUsage } from '../src/transcripts/run-usage.js';
 import { bareToolName, countTurns, readTranscript, type Transcript } from '../src/transcripts/transcript.js';
 import type { ReportedUsage } from './helpers/model-apis.js';
+import { recordCheckVerdict } from './helpers/integrity.js';
 import { tempDir } from './helpers/sandbox.js';
 
 /**
@@ -259,6 +260,7 @@ function seedRun(store: Store, home: string, id: string, agent: string, model: s
     created_at: createdAt,
   });
   store.setRunAgent(id, { agent, agent_version: '1.0', driver_model: model });
+  recordCheckVerdict(store, id);
   const event = (kind: string, name: string, data: unknown) =>
     store.insertEvent({ run_id: id, at: createdAt + 1000, t_rel_ms: 1000, kind, name, data: JSON.stringify(data) });
   event('agent', 'launched', {

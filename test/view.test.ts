@@ -11,6 +11,7 @@ import { getTask } from '../src/tasks/task.js';
 import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { adminToken, type HttpServer, killServer, startHttpServer } from './helpers/http-server.js';
 import { call } from './helpers/mcp.js';
+import { recordCheckVerdict } from './helpers/integrity.js';
 import { tempDir } from './helpers/sandbox.js';
 
 /** Where the screenshots of the three pages are kept (ignored by git; CI may keep them as artifacts). */
@@ -51,6 +52,7 @@ function seedEndedRuns(home: string): void {
       created_at: createdAt,
     });
     store.setRunAgent(id, { agent, driver_model: 'model-x' });
+    recordCheckVerdict(store, id);
     const event = (kind: string, name: string, data: unknown) =>
       store.insertEvent({ run_id: id, at: createdAt + 1000, t_rel_ms: 1000, kind, name, data: JSON.stringify(data) });
     event('tool', 'submit_artifact', { arguments: { path: 'output/final' }, result: { submission_id: 'sub-1' }, duration_ms: 3 });

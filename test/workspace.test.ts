@@ -108,6 +108,18 @@ describe('workspace paths', () => {
     expect(() => workspace.writeText(`output/${'a/'.repeat(70)}f.txt`, 'x', false)).toThrow(/at most 64 deep/);
   });
 
+  it("tells a workspace never served (its prepared folders, empty) from one holding an agent's files, following no link", () => {
+    expect(workspace.holdsOnlyPrepared(['code', 'output'])).toBe(true);
+    expect(new Workspace(join(root, 'absent'), []).holdsOnlyPrepared(['code'])).toBe(true);
+    writeFileSync(join(root, 'code', 'train.py'), '');
+    expect(workspace.holdsOnlyPrepared(['code', 'output'])).toBe(false);
+    const linked = new Workspace(tempDir('wslinked'), [{ path: 'data', source: data }]);
+    linked.prepare(['code']);
+    // A link to an empty folder: empty if followed, yet the agent's.
+    symlinkSync(tempDir('wsempty'), join(linked.root, 'output'));
+    expect(linked.holdsOnlyPrepared(['code', 'output'])).toBe(false);
+  });
+
   it('never resolves to a host path outside its bases, whatever the input', () => {
     const segment = fc.constantFrom('..', '.', 'code', 'data', 'x', '', '/workspace', 'a..b');
     fc.assert(

@@ -60,7 +60,8 @@ export const execTool = defineTool({
       duration_s: Math.round(duration * 10) / 10,
       cpu_s: Math.round(job.cpu_s * 10) / 10,
     };
-    const status = job.state === 'succeeded' ? 'exit 0' : `${job.state}${job.reason ? `: ${job.reason}` : ''}`;
+    // A succeeded job has a reason only when its log was cut (a full disk): the output shown is not all it printed.
+    const status = `${job.state === 'succeeded' ? 'exit 0' : job.state}${job.reason ? `: ${job.reason}` : ''}`;
     return { structured, text: `[${status}, ${structured.duration_s}s]\n${truncated ? '…\n' : ''}${text}` };
   },
 });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { maxWriteBytes } from '../src/core/workspace.js';
+import { A2rlError } from '../src/util/errors.js';
 import { defineTool } from './shared/define.js';
 
 export const writeFileTool = defineTool({
@@ -20,7 +21,19 @@ export const writeFileTool = defineTool({
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run, args) => {
     await run.assertDiskRoom(Buffer.byteLength(args.content, 'utf8'));
-    const written = run.workspace.writeText(args.path, args.content, args.append);
+    let written: ReturnType<typeof run.workspace.writeText>;
+    try {
+      written = run.workspace.writeText(args.path, args.content, args.append);
+    } catch (error) {
+      // The kernel's refusal where the workspace is a filesystem of its own, sized to the run's quota.
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'ENOSPC' && code !== 'EDQUOT') throw error;
+      throw new A2rlError(
+        'QUOTA_EXCEEDED',
+        `The workspace is full: its files reached the run's disk quota (or its most files), so ${args.path} was not written whole. ` +
+          'Delete what you no longer need (old checkpoints in output/, rollouts/) with exec, e.g. rm -r output/old, then try again.',
+      );
+    }
     return {
       structured: { path: written.path, bytes_written: written.bytes, size: written.size },
       text: `Wrote ${written.bytes} bytes to ${written.path} (now ${written.size} bytes).`,

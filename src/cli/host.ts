@@ -1,10 +1,18 @@
 import { type Command, Option } from 'commander';
 import Docker from 'dockerode';
 import { buildImage, type ImageName, imageNames } from '../../sandbox/images/build.js';
+import { sharedIdentityReason } from '../../sandbox/job-identity.js';
 import { createBackend, sandboxNames } from '../../sandbox/registry.js';
+import { imageOvercommitWarning, kernelStorageUnavailable } from '../../sandbox/run-storage.js';
 import type { SandboxBackend } from '../../sandbox/contract.js';
 import { A2rlError } from '../util/errors.js';
 import { gpuReport } from './doctor-gpu.js';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { freeBytes, lowSpaceWarning } from '../store/disk-full.js';
+import { Store } from '../store/store.js';
+import { defaultHome } from '../util/paths.js';
 
 /** `a2rl doctor` and `a2rl images build`: what this host can run, and the Docker backend's images. */
 export function addHostCommands(program: Command): void {
@@ -30,6 +38,15 @@ export function addHostCommands(program: Command): void {
       }
       const shortcoming = createBackend('bwrap', `doctor-${process.pid}`).hostCheck();
       process.stdout.write(`limits\t${shortcoming ?? 'per job (cgroup v1): memory, CPU, pids, CPU-seconds'}\n`);
+      process.stdout.write(`disk\t${homeSpace(defaultHome())}\n`);
+      const overcommit = liveImagesOvercommit(defaultHome());
+      if (overcommit) process.stdout.write(`disk\twarning: ${overcommit}\n`);
+      const noImages = kernelStorageUnavailable();
+      process.stdout.write(
+        `storage\t${noImages ? `disk quota by walk, not the kernel: ${noImages}` : "disk quota by the kernel: each run's workspace is an ext4 image of its own"}\n`,
+      );
+      process.stdout.write(`jobs\t${sharedIdentityReason() ?? "each run's jobs run as an unprivileged host uid of their own"}\n`);
+      process.stdout.write(`checks\t${checkLimitsLine()}\n`);
       for (const line of await gpuReport(local)) process.stdout.write(`${line}\n`);
       if (usable === 0) process.exitCode = 1;
     });
@@ -46,4 +63,33 @@ export function addHostCommands(program: Command): void {
       }
       await buildImage(new Docker(), name as ImageName, { force: options.force, log: (line) => process.stderr.write(`${line}\n`) });
     });
+}
+
+/** Where the home's live runs' images may outgrow its free space (sandbox/run-storage.ts), read from its store if it has one. */
+function liveImagesOvercommit(home: string): string | undefined {
+  if (!existsSync(join(home, 'store.sqlite'))) return undefined;
+  const store = new Store(join(home, 'store.sqlite'));
+  try {
+    return imageOvercommitWarning(
+      home,
+      store.listActiveRuns().map((run) => run.dir),
+    );
+  } finally {
+    store.close();
+  }
+}
+
+/** The doctor's `checks` line: the contamination check runs under prlimit's limits, and without it cannot run at all. */
+function checkLimitsLine(): string {
+  const found = spawnSync('prlimit', ['--version'], { stdio: 'ignore' });
+  return found.error || found.status !== 0
+    ? "unavailable: prlimit (util-linux) is not installed, so every run's contamination check is recorded incomplete; install util-linux"
+    : 'contamination checks run in a process of their own under prlimit (address space, CPU-seconds)';
+}
+
+/** The doctor's `disk` line: the home's free space, a warning when it runs low. */
+function homeSpace(home: string): string {
+  if (!existsSync(home)) return `the home ${home} does not exist yet (the first run makes it)`;
+  const warning = lowSpaceWarning(home);
+  return warning ? `warning: ${warning}` : `the home ${home} has ${(freeBytes(home) / 2 ** 30).toFixed(1)} GiB free`;
 }

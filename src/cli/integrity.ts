@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { join } from 'node:path';
 import { LlmJudge } from '../grading/judge/llm.js';
-import { recordContaminationCheck } from '../integrity/check.js';
+import { IntegrityChecks } from '../integrity/background.js';
+import { type ContaminationDetails, recordIncompleteContaminationCheck } from '../integrity/check.js';
 import { recordReview } from '../integrity/review.js';
 import { Store } from '../store/store.js';
 import { A2rlError } from '../util/errors.js';
@@ -15,25 +16,45 @@ export function addIntegrityCommands(runs: Command, { home }: CliContext): void 
       "look for the task's hidden evaluation items in everything the run could train from; records the verdict (the server also checks every run when it ends)",
     )
     .option('--json', 'print the verdict and its evidence as JSON')
-    .action((runId: string, options: { json?: boolean }) => {
+    .action(async (runId: string, options: { json?: boolean }) => {
       const store = new Store(join(home(), 'store.sqlite'));
       try {
-        const { verdict, details } = recordContaminationCheck(store, home(), runId);
+        if (!store.getRun(runId)) throw new A2rlError('NOT_FOUND', `No run "${runId}" in ${home()}; a2rl runs list shows the runs.`);
+        // In a process of its own, as the server runs it: whatever a file does to the check, this one records it incomplete.
+        const checks = new IntegrityChecks(home(), store.path, (id, unfinished) =>
+          recordIncompleteContaminationCheck(store, id, unfinished),
+        );
+        const before = store.latestIntegrityCheck(runId, 'contamination')?.id;
+        checks.start(runId);
+        await checks.drain();
+        const check = store.latestIntegrityCheck(runId, 'contamination');
+        if (!check || check.id === before) {
+          throw new A2rlError(
+            'CONFLICT',
+            `Another process is checking run ${runId} now and records its verdict; run this again when it is done.`,
+          );
+        }
+        const verdict = check.verdict;
+        const details = JSON.parse(check.details) as ContaminationDetails | { error: string };
         if (options.json) {
           process.stdout.write(`${JSON.stringify({ run_id: runId, verdict, ...details })}\n`);
           return;
         }
         if ('error' in details) {
-          process.stdout.write(`run ${runId}: the check failed: ${details.error}\n`);
+          process.stdout.write(`run ${runId}: incomplete: the check did not finish: ${details.error}\n`);
           return;
         }
         const { settings, coverage } = details;
         process.stdout.write(
           `run ${runId}: ${verdict}: ${details.matched} of ${details.matchable} findable hidden items found (${details.items} in all; flagged from ${settings.flag_at_items}; ${settings.n}-grams)\n` +
             (details.decoys
-              ? `decoys (drawn like the hidden items, never shown): ${details.decoys.matched} of ${details.decoys.matchable} found; p = ${details.decoys.p_value.toPrecision(2)} that chance explains the hidden items found (flagged below ${settings.flag_below_p})\n`
+              ? `decoys (drawn like the hidden items, never shown): ${details.decoys.matched} of ${details.decoys.matchable} found; p = ${details.decoys.p_value.toPrecision(2)} that chance explains the hidden items found (flagged below ${settings.flag_below_p}, or whatever p from ${Math.ceil(settings.flag_at_share * details.items)} + √(items found) hidden items beyond what the decoys found explain)\n`
               : '') +
-            `read ${coverage.files} texts (${coverage.bytes} bytes), ${coverage.write_file_calls} write_file calls, ${coverage.code_snapshots} code snapshots, ${coverage.submissions} submissions; ${coverage.binary_files} binary files not read${coverage.unread.length > 0 ? `; not read: ${coverage.unread.map((u) => `${u.source.path} (${u.reason})`).join(', ')}` : ''}\n`,
+            `read ${coverage.files} texts (${coverage.bytes} bytes), ${coverage.binary_files} binary files by their strings (${coverage.binary_bytes} bytes), ${coverage.members} archive members, ${coverage.write_file_calls} write_file calls, ${coverage.command_lines} command lines, ${coverage.code_snapshots} code snapshots, ${coverage.submissions} submissions` +
+            (coverage.unread.length > 0
+              ? `; not read (${(coverage.unread_share * 100).toFixed(2)}% of the bytes): ${coverage.unread.map((u) => `${u.source.path} (${u.bytes} bytes: ${u.reason})`).join(', ')}`
+              : '') +
+            '\n',
         );
         for (const item of details.matched_items) {
           const e = item.evidence[0]!;

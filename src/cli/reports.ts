@@ -15,6 +15,7 @@ import {
 } from '../reports/leaderboard.js';
 import { writeNarrative } from '../reports/narrative.js';
 import { renderMarkdown } from '../reports/render.js';
+import { runIntegrity } from '../integrity/verdict.js';
 import { Store } from '../store/store.js';
 import { getTaskFile } from '../tasks/task.js';
 import { loadPriceTable, type PriceTable } from '../transcripts/prices.js';
@@ -105,10 +106,11 @@ export function addReportCommands(program: Command, runs: Command, home: () => s
           return;
         }
         const usage = runUsage(store, runId, options.prices);
+        const integrity = runIntegrity(store, runId);
         const text =
           options.format === 'md'
-            ? renderMarkdown(analysis, narrative, usage)
-            : `${JSON.stringify({ ...analysis, agent_usage: usage, narrative: narrative ?? null }, null, 2)}\n`;
+            ? renderMarkdown(analysis, narrative, usage, integrity)
+            : `${JSON.stringify({ ...analysis, agent_usage: usage, integrity, narrative: narrative ?? null }, null, 2)}\n`;
         if (options.out) writeFileSync(options.out, text);
         else process.stdout.write(text);
       } finally {
@@ -132,7 +134,10 @@ export function addReportCommands(program: Command, runs: Command, home: () => s
     .option('--json', 'print the rows as JSON on stdout and write no files')
     .option('--prices <file>', pricesHelp, pricesOption)
     .addOption(
-      new Option('--flagged <policy>', 'how runs an integrity check flagged are scored: as their baseline, as they scored, or left out')
+      new Option(
+        '--flagged <policy>',
+        'how runs an integrity check flagged, or whose check is incomplete, are scored: as their baseline, as they scored, or left out (every column then from the runs left)',
+      )
         .choices(flaggedPolicies)
         .default('baseline'),
     )
@@ -151,10 +156,10 @@ export function addReportCommands(program: Command, runs: Command, home: () => s
           );
         }
         mkdirSync(options.out, { recursive: true });
-        writeFileSync(join(options.out, 'leaderboard.html'), leaderboardHtml(rows));
-        writeFileSync(join(options.out, 'leaderboard.md'), leaderboardMarkdown(rows));
+        writeFileSync(join(options.out, 'leaderboard.html'), leaderboardHtml(rows, options.flagged));
+        writeFileSync(join(options.out, 'leaderboard.md'), leaderboardMarkdown(rows, options.flagged));
         writeFileSync(join(options.out, 'leaderboard.csv'), leaderboardCsv(rows));
-        process.stdout.write(leaderboardMarkdown(rows));
+        process.stdout.write(leaderboardMarkdown(rows, options.flagged));
         process.stdout.write(`\nwritten to ${resolve(options.out)}/leaderboard.{html,md,csv}\n`);
       } finally {
         store.close();

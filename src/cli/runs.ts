@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { Engine } from '../core/engine.js';
 import { formatReplay, runToReplay } from '../launch/replay-from-run.js';
 import { issueRunToken, revokeRun } from '../mcp/tokens.js';
-import { Store } from '../store/store.js';
+import { type RunRow, Store } from '../store/store.js';
+import { freeWorkspaceImage } from '../../sandbox/run-storage.js';
+import { A2rlError } from '../util/errors.js';
 import {
   addJudgeOptions,
   addSandboxOptions,
@@ -17,7 +19,7 @@ import {
   taskOption,
 } from './options.js';
 
-/** `a2rl runs create|revoke|list|to-replay`; returns the group, for the report commands that join it. */
+/** `a2rl runs create|revoke|clean|list|to-replay`; returns the group, for the report commands that join it. */
 export function addRunsCommands(program: Command, { home }: CliContext): Command {
   const runs = program.command('runs').description('create, list and revoke the runs that serve --http serves to remote agents');
 
@@ -78,6 +80,39 @@ export function addRunsCommands(program: Command, { home }: CliContext): Command
     });
 
   runs
+    .command('clean [run-id]')
+    .description("free ended runs' workspace images (their filesystems); the runs' records, logs, snapshots and submissions stay")
+    .option('--ended', 'every ended run whose contamination check is recorded')
+    .action(async (runId: string | undefined, options: { ended?: boolean }) => {
+      if ((runId === undefined) === !options.ended) {
+        throw new A2rlError('INVALID_INPUT', 'Name one run (a2rl runs clean RUN_ID) or give --ended for every ended run, not both.');
+      }
+      const store = new Store(join(home(), 'store.sqlite'));
+      try {
+        const chosen = runId === undefined ? store.listRuns().filter((run) => run.state === 'ended') : [endedRun(store, runId)];
+        let freed = 0;
+        for (const run of chosen) {
+          // The check reads the workspace after the run ends: its image stays until a verdict is recorded. One its server
+          // interrupted is none (the next server checks again, as the engine's checkUncheckedRuns does).
+          const latest = store.latestIntegrityCheck(run.id, 'contamination');
+          if (!latest || (JSON.parse(latest.details) as { interrupted?: boolean }).interrupted) {
+            if (runId === undefined) continue;
+            throw new A2rlError(
+              'CONFLICT',
+              `Run ${run.id}'s contamination check is ${latest ? 'recorded only as interrupted' : 'not recorded yet'}, and it reads the workspace: record it with a2rl runs check ${run.id}, then clean.`,
+            );
+          }
+          const bytes = await freeWorkspaceImage(run.dir);
+          if (bytes > 0) process.stdout.write(`${run.id}\tfreed ${Math.ceil(bytes / 2 ** 20)} MiB\n`);
+          freed += bytes;
+        }
+        process.stdout.write(`freed ${Math.ceil(freed / 2 ** 20)} MiB\n`);
+      } finally {
+        store.close();
+      }
+    });
+
+  runs
     .command('list')
     .description('list runs: id, task, label, state, transport and token')
     .action(() => {
@@ -109,6 +144,15 @@ export function addRunsCommands(program: Command, { home }: CliContext): Command
       }
     });
   return runs;
+}
+
+/** An ended run, for `runs clean`: an active run's workspace is in use. */
+function endedRun(store: Store, runId: string): RunRow {
+  const run = store.getRun(runId);
+  if (!run) throw new A2rlError('NOT_FOUND', `No run "${runId}" in this home; a2rl runs list shows them.`);
+  if (run.state !== 'ended')
+    throw new A2rlError('CONFLICT', `Run ${runId} is active and uses its workspace; end it first (a2rl runs revoke ${runId}).`);
+  return run;
 }
 
 /** What an operator pastes into a client to connect it to the run. */

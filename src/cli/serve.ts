@@ -1,4 +1,4 @@
-import { type Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { defaultCallsPerSecond, Engine } from '../core/engine.js';
@@ -47,6 +47,7 @@ interface ServeOptions extends JudgeOptions, SandboxOptions, SearchOptions {
   maxExecs?: number;
   sessionIdle: number;
   diskQuota?: number;
+  storage?: 'kernel' | 'walk';
   maxLog: number;
   callsPerSecond: number;
 }
@@ -108,6 +109,12 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
         'most disk each run may use (workspace, job logs, snapshots); over it, training and rollout jobs stop and writes are refused (default 4096)',
         diskQuotaOption,
       )
+      .addOption(
+        new Option(
+          '--storage <how>',
+          "what holds each new run to its disk quota: kernel (its workspace an ext4 image of its own, where the host can loop-mount; the default) or walk (the server's disk walk)",
+        ).choices(['kernel', 'walk']),
+      )
       .option(
         '--max-log <MiB>',
         "most of a job's output its log keeps: the first and the last half of it, with a line saying how much was dropped between",
@@ -135,6 +142,7 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
       maxJobs: mode === 'http' ? (options.maxJobs ?? (options.sandbox === 'slurm' ? undefined : cpus().length)) : undefined,
       maxExecs: mode === 'http' ? (options.maxExecs ?? (options.sandbox === 'slurm' ? undefined : execsPerCpu * cpus().length)) : undefined,
       diskQuotaBytes: options.diskQuota,
+      storage: options.storage,
       logCap: { headBytes: (options.maxLog * 2 ** 20) / 2, tailBytes: (options.maxLog * 2 ** 20) / 2 },
       callsPerSecond: options.callsPerSecond,
       sandbox: options.sandbox,

@@ -2,21 +2,34 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxBackend } from '../../sandbox/contract.js';
+import { jobIdentity } from '../../sandbox/job-identity.js';
 import { isAncestor } from '../../sandbox/process-tree.js';
+import {
+  createWorkspaceImage,
+  freeWorkspaceImage,
+  hasWorkspaceImage,
+  imageOvercommitWarning,
+  mountWorkspace,
+  type StorageEnforcement,
+  unmountStaleWorkspaces,
+  unmountWorkspace,
+} from '../../sandbox/run-storage.js';
 import { type BackendSettings, createBackend, type SandboxName } from '../../sandbox/registry.js';
 import { type BudgetLimits, formatBudget, parseBudget } from '../tasks/budget.js';
 import { renderInstructions } from './instructions.js';
 import { A2rlError } from '../util/errors.js';
 import { GpuAllocator } from '../jobs/gpu-allocator.js';
 import { Grader } from '../grading/grader.js';
-import { IntegrityChecks } from '../integrity/background.js';
-import { recordFailedContaminationCheck } from '../integrity/check.js';
+import { checkInProgress, IntegrityChecks, stopGraceMs } from '../integrity/background.js';
+import { hasFinishedContaminationCheck, recordIncompleteContaminationCheck } from '../integrity/check.js';
 import { JobManager } from '../jobs/job-manager.js';
 import type { LogCap } from '../jobs/capped-log.js';
 import { createJudge, type JudgeConfig, requireJudgeFor } from '../grading/judge/registry.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { packageRoot } from '../util/paths.js';
-import { eventRecorder } from '../store/events.js';
+import { RoomToRecord } from '../store/disk-full.js';
+import { eventRecorder, type RecordEvent } from '../store/events.js';
+import { jobTraceSandbox } from '../jobs/job-trace.js';
 import { markJobsOfStoppedServersLost, noOwner, ownerAlive, ownerOfThisProcess, ownerPid } from './ownership.js';
 import { agentJobKinds, maxConcurrentJobs, Run } from './run.js';
 import type { RunServices } from './services.js';
@@ -26,7 +39,7 @@ import { resolveFullTask } from '../tasks/full-task.js';
 import { getTask, getTaskFile, type Task } from '../tasks/task.js';
 import type { SearchSettings } from '../search/provider.js';
 import { searchClientLibrary, SearchService } from '../search/service.js';
-import { Workspace } from './workspace.js';
+import { sandboxWorkspace, Workspace } from './workspace.js';
 
 export interface EngineOptions {
   home: string;
@@ -40,6 +53,8 @@ export interface EngineOptions {
   maxExecs?: number;
   /** Most bytes each run may take on disk: workspace, job logs, snapshots (default: {@link defaultDiskQuotaBytes}). */
   diskQuotaBytes?: number;
+  /** What holds each new run to its disk quota: its own filesystem where the host can (default), or the disk walk. */
+  storage?: 'kernel' | 'walk';
   /** Tool calls each run may make per second, sustained (default: {@link defaultCallsPerSecond}). */
   callsPerSecond?: number;
   /** What each job's log keeps of its output (default: the first and last 16 MiB). */
@@ -96,6 +111,10 @@ export class Engine {
   /** Contamination checks of the runs this process saw end (invariant 12), and which runs' checks were started. */
   private readonly integrity: IntegrityChecks;
   private readonly integrityStarted = new Set<string>();
+  /** What holds the runs this process serves first to their quota (`EngineOptions.storage`). */
+  private storage: 'kernel' | 'walk' = 'kernel';
+  /** Run folders whose workspace filesystem this process mounted: unmounted when it closes. */
+  private readonly mountedWorkspaces = new Set<string>();
 
   private constructor(
     readonly home: string,
@@ -109,11 +128,11 @@ export class Engine {
     /** Search for runs whose budget allows queries, where the server was given a provider. */
     readonly search?: SearchService,
   ) {
-    this.services = { home, store, jobs, grader, logger, limits };
-    this.integrity = new IntegrityChecks(home, store.path, (runId, error, elapsedMs) => {
-      logger.error({ err: error, run: runId }, 'the contamination check could not run');
+    this.services = { home, store, jobs, grader, logger, limits, room: new RoomToRecord(home, logger) };
+    this.integrity = new IntegrityChecks(home, store.path, (runId, unfinished) => {
+      logger.error({ run: runId, reason: unfinished.reason }, 'the contamination check did not finish: recorded incomplete');
       try {
-        recordFailedContaminationCheck(store, runId, error.message, elapsedMs);
+        recordIncompleteContaminationCheck(store, runId, unfinished);
       } catch (recordError) {
         logger.error({ err: recordError, run: runId }, 'the failed contamination check could not be recorded');
       }
@@ -159,7 +178,9 @@ export class Engine {
       },
       search,
     );
+    engine.storage = options.storage ?? 'kernel';
     if (options.recover ?? true) await engine.recover();
+    engine.warnOvercommit();
     return engine;
   }
 
@@ -171,6 +192,12 @@ export class Engine {
   private async recover(): Promise<void> {
     const now = Date.now();
     await markJobsOfStoppedServersLost(this.store, this.backend, this.logger);
+    // Workspaces a killed server left mounted; whoever serves their runs next mounts them again.
+    // A check left running by its stopped server still reads its run's workspace.
+    await unmountStaleWorkspaces(this.home, (id) => {
+      const run = this.store.getRun(id);
+      return run !== undefined && (ownerAlive(run.owner) || checkInProgress(run.dir));
+    });
     for (const run of this.store.listActiveRuns()) {
       if (ownerAlive(run.owner) || this.isRemote(run.id)) continue;
       this.store.endRun(run.id, 'the server stopped before the run ended', now);
@@ -191,6 +218,21 @@ export class Engine {
       { id: run.id, dir: run.dir, record: eventRecorder(this.store, run.id, run.created_at) },
       submission,
     );
+  }
+
+  /**
+   * Checks every ended run no live server holds whose contamination check never recorded a verdict (its server died
+   * first, or stopped before it started) or was interrupted (the store failed it): none reads clean unchecked. For
+   * `serve --http` as it starts: a stdio server checks its own run only, and never waits for another's.
+   */
+  checkUncheckedRuns(): void {
+    for (const run of this.store.listRuns()) {
+      if (run.state !== 'ended' || ownerAlive(run.owner) || this.integrityStarted.has(run.id)) continue;
+      if (hasFinishedContaminationCheck(this.store, run.id)) continue;
+      this.logger.info({ run: run.id }, 'checking a run whose check did not finish');
+      this.integrityStarted.add(run.id);
+      this.integrity.start(run.id);
+    }
   }
 
   /** Whether the run is served over HTTP (has a token) rather than to one stdio client. */
@@ -230,15 +272,14 @@ export class Engine {
     const createdAt = Date.now();
     const id = `${new Date(createdAt).toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}-${randomBytes(3).toString('hex')}`;
     const dir = join(this.home, 'runs', id);
-    // The owner's alone: under bubblewrap run by root the agent's files are root's on the host (a setuid binary among
-    // them), so no other host user may reach into a workspace.
+    // The owner's alone: no other host user may reach into a workspace (its jobs' own uids among them, past the sandbox).
     mkdirSync(join(this.home, 'runs'), { recursive: true, mode: 0o700 });
     chmodSync(join(this.home, 'runs'), 0o700);
     // Empty read-only folders that models/ and lib/ show, with mount points for what lies in them.
     mkdirSync(join(dir, 'skeleton', 'models'), { recursive: true });
     mkdirSync(join(dir, 'skeleton', 'lib'), { recursive: true });
     writeFileSync(join(dir, 'instructions.md'), renderInstructions(task, limits, options.label, this.grader.judge.id), { mode: 0o444 });
-    workspaceOf(task, dir, limits).prepare(writableDirs);
+    workspaceOf(task, id, dir, limits).prepare(writableDirs);
     this.store.insertRun({
       id,
       task_id: task.id,
@@ -297,23 +338,27 @@ export class Engine {
     const task = await this.taskOf(row);
     const limits = JSON.parse(row.budget) as BudgetLimits;
     this.requireSearchFor(row.task_id, limits);
-    const workspace = workspaceOf(task, row.dir, limits);
+    const workspace = workspaceOf(task, row.id, row.dir, limits);
     const record = eventRecorder(this.store, row.id, row.created_at);
+    await this.mountStorage(row, workspace, record);
     // The search channel's socket, bound into the sandbox: the one way out of it, answered by this process.
     const search = limits.searchQueries
       ? await this.search!.open({ id: row.id, dir: row.dir, limit: limits.searchQueries, record }, this.store)
       : undefined;
     const channel = search?.sandboxMount();
+    const trace = jobTraceSandbox(sandboxWorkspace);
     const sandbox = await this.backend
       .create({
         name: row.id,
-        mounts: [...workspace.sandboxMounts(), ...task.pythonRuntime.mounts, ...(channel ? [channel.mount] : [])],
+        mounts: [...workspace.sandboxMounts(), ...task.pythonRuntime.mounts, ...trace.mounts, ...(channel ? [channel.mount] : [])],
         // The store, all runs and the package (graders, evaluation data) stay invisible even where a system path would hold them.
         hidden: [this.home, packageRoot],
         env: {
-          PYTHONPATH: '/workspace/lib',
+          // The job trace's hook comes after the task's library: what ran decides the report's route (src/jobs/job-trace.ts).
+          PYTHONPATH: `/workspace/lib:${trace.pythonPath}`,
           PYTHONDONTWRITEBYTECODE: '1',
           PYTHONUNBUFFERED: '1',
+          ...trace.env,
           ...task.pythonRuntime.env,
           ...channel?.env,
         },
@@ -327,6 +372,7 @@ export class Engine {
       })
       .catch(async (error: unknown) => {
         await search?.close();
+        await this.unmountStorage(row.dir);
         throw error;
       });
     const instructions = readFileSync(join(row.dir, 'instructions.md'), 'utf8');
@@ -334,6 +380,75 @@ export class Engine {
     this.runs.set(row.id, run);
     void this.gradeBaseline(run).catch(() => undefined);
     return run;
+  }
+
+  /**
+   * Makes the run's workspace a filesystem of its own where the host can (sandbox/run-storage.ts), so that the kernel
+   * holds it to the quota: made and recorded (`run/storage`, with the walk's reason where it cannot be) at the run's
+   * first serving, sized by that server's quota, with the workspace's folders made in it; mounted again by every
+   * later one. The walk holds a run instead where the host cannot, and as `walkReason` says.
+   */
+  private async mountStorage(row: RunRow, workspace: Workspace, record: RecordEvent): Promise<void> {
+    try {
+      if (hasWorkspaceImage(row.dir)) {
+        if (this.backend.scheduler) {
+          throw new Error(
+            `its workspace is a filesystem image this host mounts, which the ${this.backend.name} backend's compute nodes would not see; serve it with the backend it was made with (${row.sandbox})`,
+          );
+        }
+        // Mounted already by a server that served the run before this one claimed it: its mount is this one's now.
+        await mountWorkspace(row.dir);
+        this.mountedWorkspaces.add(row.dir);
+      } else if (!this.store.listEvents(row.id, 'run').some((event) => event.name === 'storage')) {
+        const walk = this.walkReason(workspace);
+        const storage: StorageEnforcement = walk
+          ? { enforcement: 'walk', reason: walk }
+          : await createWorkspaceImage(row.dir, this.services.limits.diskQuotaBytes);
+        if (storage.enforcement === 'kernel') {
+          this.mountedWorkspaces.add(row.dir);
+          // The image is new and empty: the workspace's folders are made again in it, before any job can act there.
+          // Never at a later serving, where root would make them among (and through links of) the agent's files.
+          try {
+            workspace.prepare(writableDirs);
+          } catch (error) {
+            // An image without its folders is not the run's: the next serving makes it again.
+            this.mountedWorkspaces.delete(row.dir);
+            await freeWorkspaceImage(row.dir);
+            throw error;
+          }
+        }
+        record('run', 'storage', storage);
+        if (storage.enforcement === 'kernel') this.warnOvercommit();
+      }
+    } catch (error) {
+      throw new A2rlError('SANDBOX_UNAVAILABLE', `Run ${row.id} cannot be served here: ${(error as Error).message}.`);
+    }
+  }
+
+  /** Why a run served for the first time gets the disk walk rather than a filesystem of its own, or undefined. */
+  private walkReason(workspace: Workspace): string | undefined {
+    if (this.storage === 'walk') return 'the server was started with --storage walk';
+    // Slurm's jobs run on compute nodes, which see the run's folder, never a mount made on this host.
+    if (this.backend.scheduler) return `the ${this.backend.name} backend's jobs run on other hosts, which would not see this host's mount`;
+    // A run served before kernel storage has its files in the folder an image would hide.
+    if (!workspace.holdsOnlyPrepared(writableDirs)) return 'the workspace predates kernel storage';
+    return undefined;
+  }
+
+  /** Logs (refuses nothing) where the live runs' images may outgrow the home's free space: docs/operating.md, "Disk". */
+  private warnOvercommit(): void {
+    const warning = imageOvercommitWarning(
+      this.home,
+      this.store.listActiveRuns().map((run) => run.dir),
+    );
+    if (warning) this.logger.warn({ home: this.home }, warning);
+  }
+
+  private async unmountStorage(runDir: string): Promise<void> {
+    if (!this.mountedWorkspaces.delete(runDir)) return;
+    await unmountWorkspace(runDir).catch((error: unknown) =>
+      this.logger.error({ err: error, dir: runDir }, 'a workspace could not be unmounted'),
+    );
   }
 
   /**
@@ -428,8 +543,11 @@ export class Engine {
     }
     const record = eventRecorder(this.store, id, row.created_at);
     await markJobsOfStoppedServersLost(this.store, this.backend, this.logger, id);
+    // A server killed with its agent left the workspace mounted; the check below mounts it read-only again.
+    if (row.owner !== this.owner) await unmountWorkspace(row.dir);
     if (this.store.endRun(id, reason, Date.now())) record('run', 'ended', { reason });
-    if (!this.integrityStarted.has(id)) {
+    // Its server (`serve --run`) may have checked it as it ended.
+    if (!this.integrityStarted.has(id) && !hasFinishedContaminationCheck(this.store, id)) {
       this.integrityStarted.add(id);
       this.integrity.start(id);
     }
@@ -507,8 +625,13 @@ export class Engine {
     clearInterval(this.ticker);
     await Promise.all([...this.runs.values()].map((run) => this.jobs.stopRun(run.id, 'cancelled', 'the server stopped', agentJobKinds)));
     this.checkEndedRuns();
+    await this.integrity.drain(stopGraceMs);
+    // The checks were the workspaces' last readers (grading reads snapshots): unmounted before grading is waited for,
+    // so that a client that kills its stdio server soon after leaving (2 s, the MCP SDK's) finds no mount left behind.
+    // A check still running reads its run's: that check unmounts it when it is done (src/integrity/check-process.ts).
+    const checking = this.integrity.runningRun && this.store.getRun(this.integrity.runningRun)?.dir;
+    await Promise.all([...this.mountedWorkspaces].filter((dir) => dir !== checking).map((dir) => this.unmountStorage(dir)));
     await this.grader.drain();
-    await this.integrity.drain();
     await this.jobs.stopAll('the server stopped');
     // A run's sandbox (Docker: its container) goes with the server; an adopting server makes a new one.
     await Promise.all([...this.runs.values()].map((run) => run.sandbox.destroy()));
@@ -520,9 +643,9 @@ export class Engine {
 }
 
 /** What the workspace shows: the run's own folders, and the task's data, model and libraries read-only. */
-function workspaceOf(task: Task, dir: string, limits: BudgetLimits): Workspace {
+function workspaceOf(task: Task, runId: string, dir: string, limits: BudgetLimits): Workspace {
   const skeleton = join(dir, 'skeleton');
-  return new Workspace(join(dir, 'workspace'), [
+  const mounts = [
     { path: 'instructions.md', source: join(dir, 'instructions.md') },
     { path: 'data', source: task.paths.trainData },
     { path: 'models', source: join(skeleton, 'models') },
@@ -532,5 +655,7 @@ function workspaceOf(task: Task, dir: string, limits: BudgetLimits): Workspace {
       path: `lib/${library.name}`,
       source: library.source,
     })),
-  ]);
+  ];
+  // The run's sandbox is named after its id: the same identity its jobs run as.
+  return new Workspace(join(dir, 'workspace'), mounts, jobIdentity(runId));
 }

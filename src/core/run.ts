@@ -3,11 +3,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ResourceLimits, SandboxInstance } from '../../sandbox/contract.js';
 import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } from '../tasks/budget.js';
 import { codeSnapshotsOf, recordCodeSnapshot } from '../store/code-snapshots.js';
-import { diskUsage } from '../util/disk-usage.js';
+import { measureRunFolder } from '../../sandbox/run-storage.js';
 import { A2rlError, isA2rlError } from '../util/errors.js';
 import { TokenBucket } from '../util/token-bucket.js';
 import type { RecordEvent } from '../store/events.js';
 import type { JobRequest } from '../jobs/job-manager.js';
+import { keepJobTrace } from '../jobs/job-trace.js';
 import type { GradeRow, JobKind, JobRow, JobState, RunRow, SubmissionRow } from '../store/store.js';
 import type { Task } from '../tasks/task.js';
 import type { Judge } from '../grading/judge/judge.js';
@@ -101,8 +102,12 @@ export class Run {
     return undefined;
   }
 
-  /** Admits one tool call, or refuses it past the run's call rate: a looping agent cannot flood the server. */
+  /**
+   * Admits one tool call, or refuses it past the run's call rate (a looping agent cannot flood the server) or while the
+   * home's disk is too full to record it (it must not act unrecorded).
+   */
   admitCall(): void {
+    this.services.room.require();
     const waitMs = this.calls.take();
     if (waitMs > 0) {
       throw new A2rlError(
@@ -244,6 +249,7 @@ export class Run {
       charged: true,
       logDir: join(this.dir, 'logs'),
       record: this.record,
+      keepTrace: kind === 'training' ? (jobId) => keepJobTrace(this.dir, this.workspace.root, jobId) : undefined,
     });
   }
 
@@ -361,10 +367,11 @@ export class Run {
 
   private async walkDisk(): Promise<DiskReading> {
     const started = Date.now();
-    let walked = await diskUsage([this.dir]);
+    // A workspace that is a filesystem of its own is counted by its kernel, not walked (sandbox/run-storage.ts).
+    let walked = await measureRunFolder(this.dir);
     // A folder swapped for a link mid-walk hid what it held from this walk, and an error may pass: walk again, and
     // fail closed (over the quota) if the second walk cannot measure everything either.
-    if (walked.raced || walked.unmeasured !== undefined) walked = await diskUsage([this.dir]);
+    if (walked.raced || walked.unmeasured !== undefined) walked = await measureRunFolder(this.dir);
     const unmeasured = walked.unmeasured ?? (walked.raced ? 'folders were swapped for links while they were measured' : undefined);
     const used = walked.bytes + this.services.store.storedBytes(this.id);
     this.diskReading = { used, entries: walked.entries, measuredAt: Date.now(), ...(unmeasured ? { unmeasured } : {}) };

@@ -1,5 +1,6 @@
 import type { Grader } from '../grading/grader.js';
 import type { JobManager } from '../jobs/job-manager.js';
+import type { RoomToRecord } from '../store/disk-full.js';
 import type { Store } from '../store/store.js';
 import type { Logger } from '../util/logger.js';
 
@@ -27,4 +28,6 @@ export interface RunServices {
   readonly grader: Grader;
   readonly logger: Logger;
   readonly limits: ServerLimits;
+  /** Refuses every call while the home's disk is too full for the store to record it. */
+  readonly room: RoomToRecord;
 }

@@ -1,7 +1,19 @@
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, statSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  type Dirent,
+  existsSync,
+  fchownSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import { join, posix } from 'node:path';
 import { A2rlError, isA2rlError } from '../util/errors.js';
-import { SafeDir, maxPathBytes, readAt } from '../util/safe-fs.js';
+import { type Owner, SafeDir, maxPathBytes, readAt } from '../util/safe-fs.js';
 import type { Mount } from '../../sandbox/contract.js';
 
 /** Where the workspace appears inside every agent sandbox. */
@@ -48,9 +60,14 @@ export const maxReadBytes = 256 * 1024;
 export class Workspace {
   private readonly mounts: WorkspaceMount[];
 
+  /**
+   * @param owner the run's jobs' host identity (sandbox/job-identity.ts), where they have one of
+   * their own: what the server writes here (write_file, rollouts) is given to them, so their jobs can change it.
+   */
   constructor(
     readonly root: string,
     mounts: WorkspaceMount[],
+    private readonly owner?: Owner,
   ) {
     // Longest first: `models/base` wins over `models`.
     this.mounts = [...mounts].sort((a, b) => b.path.length - a.path.length);
@@ -59,7 +76,7 @@ export class Workspace {
   /**
    * Creates the writable folders and the empty mount points the sandbox binds over; a
    * mount inside another (models/base in models) gets its point in that mount's source.
-   * Runs once, when the run is created, before any agent can act in it.
+   * Runs when the run is created, and in a run's new filesystem image, before any agent can act in it: it follows links.
    */
   prepare(writableDirs: string[]): void {
     mkdirSync(this.root, { recursive: true });
@@ -70,6 +87,27 @@ export class Workspace {
       if (statSync(mount.source).isDirectory()) mkdirSync(point, { recursive: true });
       else if (!existsSync(point)) closeSync(openSync(point, 'w'));
     }
+  }
+
+  /**
+   * Whether the workspace holds nothing beyond what {@link prepare} makes (empty folders and files of its names, or
+   * nothing at all): a workspace never served yet. Read without following links; a link is something.
+   */
+  holdsOnlyPrepared(writableDirs: string[]): boolean {
+    const prepared = new Set([...writableDirs, ...this.mounts.filter((m) => !m.path.includes('/')).map((m) => m.path)]);
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(this.root, { withFileTypes: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return true;
+      throw error;
+    }
+    return entries.every((entry) => {
+      if (!prepared.has(entry.name)) return false;
+      const path = join(this.root, entry.name);
+      if (entry.isDirectory()) return readdirSync(path).length === 0;
+      return entry.isFile() && lstatSync(path).size === 0;
+    });
   }
 
   /** Mounts for a sandbox: the workspace read-write, its read-only parts over it. */
@@ -121,7 +159,7 @@ export class Workspace {
   private withParent<T>(target: ResolvedPath, create: boolean, use: (parent: SafeDir, name: string) => T): T {
     const parent = SafeDir.withTrusted(
       target.base,
-      (base) => base.openDir(target.names.slice(0, -1), { create }),
+      (base) => base.openDir(target.names.slice(0, -1), { create, owner: this.owner }),
       target.basePath,
       target.readOnly,
     );
@@ -225,6 +263,7 @@ export class Workspace {
     return this.withParent(target, true, (parent, name) => {
       const fd = parent.openFileForWrite(name, append);
       try {
+        if (this.owner) fchownSync(fd, this.owner.uid, this.owner.gid);
         writeSync(fd, content);
         return { path: target.path, bytes, size: fstatSync(fd).size };
       } finally {
@@ -236,7 +275,7 @@ export class Workspace {
   /** Replaces a workspace file whole (written aside, then renamed over it): the server's rewrite of a file the agent may hold open. */
   replaceFile(input: string, content: string): void {
     const target = this.resolve(input, 'write');
-    this.withParent(target, false, (parent, name) => parent.replaceFile(name, content));
+    this.withParent(target, false, (parent, name) => parent.replaceFile(name, content, this.owner));
   }
 }
 

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Store } from '../store/store.js';
+import type { IntegrityCheckRow, Store } from '../store/store.js';
 import { preparedAssetPaths } from '../tasks/assets.js';
 import { getTaskFile, type TaskFile } from '../tasks/task.js';
 import { A2rlError } from '../util/errors.js';
@@ -8,15 +8,16 @@ import { tasksRoot } from '../util/paths.js';
 import { ContaminationScan, type Evidence, HiddenIndex } from './hidden-index.js';
 import { readDecoyItems, readHiddenItems } from './hidden-items.js';
 import { type ScanCoverage, scanRunSources } from './sources.js';
-import { contaminationVerdict, decoyPValue } from './verdict.js';
+import type { UnfinishedCheck } from './background.js';
+import { contaminationVerdict, coveredVerdict, decoyPValue } from './verdict.js';
 
 /** Names the method in every recorded check: a changed method is a new version, so old and new verdicts are told apart. */
-export const contaminationChecker = 'contamination/2';
+export const contaminationChecker = 'contamination/3';
 
 /** What a contamination check records (the row's details). */
 export interface ContaminationDetails {
   task: string;
-  settings: { n: number; min_tokens: number; window: number; flag_at_items: number; flag_below_p: number };
+  settings: { n: number; min_tokens: number; window: number; flag_at_items: number; flag_below_p: number; flag_at_share: number };
   /** Hidden items in both halves, and those that can be found at all (not all public material, long enough). */
   items: number;
   matchable: number;
@@ -72,7 +73,7 @@ export function checkContamination(store: Store, home: string, runId: string): C
   const run = store.getRun(runId);
   if (!run) throw new A2rlError('NOT_FOUND', `No run "${runId}" in ${home}; a2rl runs list shows the runs.`);
   const file = getTaskFile(run.task_id);
-  const { ngram: n, minTokens, window, flagAtItems, flagBelowP, items: kind } = file.integrity;
+  const { ngram: n, minTokens, window, flagAtItems, flagBelowP, flagAtShare, items: kind } = file.integrity;
   const started = Date.now();
   const { evalDir, publicPaths } = taskMaterial(file, home, run.base_model);
   const hidden = readHiddenItems(evalDir, kind);
@@ -95,7 +96,7 @@ export function checkContamination(store: Store, home: string, runId: string): C
   const decoyTest = { matchableHidden, matchableDecoys: matchable.length - matchableHidden, decoysFound: decoysFound.length };
   return {
     task: file.id,
-    settings: { n, min_tokens: minTokens, window, flag_at_items: flagAtItems, flag_below_p: flagBelowP },
+    settings: { n, min_tokens: minTokens, window, flag_at_items: flagAtItems, flag_below_p: flagBelowP, flag_at_share: flagAtShare },
     items: hidden.length,
     matchable: matchableHidden,
     matched: matchedItems.length,
@@ -116,7 +117,7 @@ export function checkContamination(store: Store, home: string, runId: string): C
   };
 }
 
-/** Runs the check and records its verdict in the store; a check that cannot run is recorded as failed, with why. */
+/** Runs the check and records its verdict in the store; a check that cannot run is recorded as incomplete, with why. */
 export function recordContaminationCheck(
   store: Store,
   home: string,
@@ -128,12 +129,14 @@ export function recordContaminationCheck(
   try {
     checked = checkContamination(store, home, runId);
   } catch (error) {
+    // The store's own failure (busy, full) is not the run's: its process reports it, and the run is checked again.
+    if (error instanceof Error && error.name === 'SqliteError') throw error;
     const reason = error instanceof Error ? error.message : String(error);
-    recordFailedContaminationCheck(store, runId, reason, Date.now() - started);
-    return { verdict: 'failed', details: { error: reason } };
+    recordIncompleteContaminationCheck(store, runId, { reason, elapsedMs: Date.now() - started, interrupted: false });
+    return { verdict: 'incomplete', details: { error: reason } };
   }
   const { decoys, settings } = checked;
-  const verdict = contaminationVerdict(
+  const found = contaminationVerdict(
     checked.matched,
     settings.flag_at_items,
     decoys && {
@@ -141,8 +144,10 @@ export function recordContaminationCheck(
       matchableDecoys: decoys.matchable,
       decoysFound: decoys.matched,
       flagBelowP: settings.flag_below_p,
+      flagAtCount: Math.ceil(settings.flag_at_share * checked.items),
     },
   );
+  const verdict = coveredVerdict(found, checked.coverage);
   store.insertIntegrityCheck({
     run_id: runId,
     kind: 'contamination',
@@ -156,17 +161,32 @@ export function recordContaminationCheck(
 }
 
 /**
- * Records a check that could not finish as `failed`, with why: one that threw, or whose worker ran out of time or
- * memory or crashed (src/integrity/background.ts). A run's check is never left reading `unchecked` for those.
+ * Records a check that could not finish as `incomplete`, with why: one that threw, or whose process ran out of time or
+ * memory, crashed or was stopped with its server (`interrupted`: the next server to start checks the run again,
+ * src/core/engine.ts). A run's check is never left reading `unchecked` or clean for those.
  */
-export function recordFailedContaminationCheck(store: Store, runId: string, reason: string, durationMs: number): void {
+export function recordIncompleteContaminationCheck(store: Store, runId: string, unfinished: UnfinishedCheck): void {
+  // A finished verdict recorded since this check started (another process's, after this one's ended) is newer: kept.
+  const latest = store.latestIntegrityCheck(runId, 'contamination');
+  if (latest && latest.created_at >= Date.now() - unfinished.elapsedMs && !checkInterrupted(latest)) return;
   store.insertIntegrityCheck({
     run_id: runId,
     kind: 'contamination',
-    verdict: 'failed',
+    verdict: 'incomplete',
     checker: contaminationChecker,
-    details: JSON.stringify({ error: reason }),
-    duration_ms: durationMs,
+    details: JSON.stringify({ error: unfinished.reason, interrupted: unfinished.interrupted }),
+    duration_ms: unfinished.elapsedMs,
     created_at: Date.now(),
   });
+}
+
+/** Whether a recorded check was cut short by the store or its server rather than by the run (checked again). */
+function checkInterrupted(check: IntegrityCheckRow): boolean {
+  return (JSON.parse(check.details) as { interrupted?: boolean }).interrupted === true;
+}
+
+/** Whether the run's contamination check recorded a verdict it finished (clean, flagged, or incomplete for the run's own files). */
+export function hasFinishedContaminationCheck(store: Store, runId: string): boolean {
+  const latest = store.latestIntegrityCheck(runId, 'contamination');
+  return latest !== undefined && !checkInterrupted(latest);
 }

@@ -40,9 +40,12 @@ interface ItemRecord {
   public: boolean;
 }
 
-/** Where a match was found: a file of the workspace, a code snapshot's or a submission's, a write_file call. */
+/**
+ * Where a match was found: a file of the workspace, a code snapshot's or a submission's (an archive's member after
+ * a colon: `data.zip:train.jsonl`), a write_file call, an exec or run_training command line.
+ */
 export interface SourceRef {
-  kind: 'workspace' | 'code_snapshot' | 'submission' | 'write_file';
+  kind: 'workspace' | 'code_snapshot' | 'submission' | 'write_file' | 'command';
   path: string;
 }
 

@@ -13,12 +13,21 @@ export const defaultLogCap: LogCap = { headBytes: 16 * 2 ** 20, tailBytes: 16 * 
 /** How often the kept tail of a log past its cap is written back to the file. */
 const tailFlushMs = 1000;
 
+/** Why a log stopped taking output before its job ended: the error its file gave (ENOSPC: the disk is full). */
+export interface LogCut {
+  error: string;
+  /** Bytes of output the log had taken when it was cut. */
+  atBytes: number;
+}
+
 /**
  * A job's log, bounded at the source: output is written through until the log holds
  * head + tail bytes; past that, the newest `tailBytes` are kept in a ring in memory and
  * written back after the head (with a line saying how much was dropped) about every
  * second and when the job ends. The file never grows past the cap plus that one line, and
  * writing never waits on anything but the page cache, so the job's pipe is always drained.
+ * A write that fails (a full disk) cuts the log: a line says so where it stops, if it can be
+ * written, `onCut` is told, and later output is dropped; the job goes on, its pipe drained.
  */
 export class CappedLog implements OutputSink {
   private fd: number | undefined;
@@ -28,21 +37,25 @@ export class CappedLog implements OutputSink {
   private ring: Buffer | undefined;
   private ringStart = 0;
   private flushTimer: NodeJS.Timeout | undefined;
+  /** Set when a write failed: the log takes no more output. */
+  cut: LogCut | undefined;
 
   constructor(
     readonly path: string,
     private readonly cap: LogCap,
+    /** Told once, when a write fails and the log is cut; called from the job's output handler, so it must not throw. */
+    private readonly onCut: (cut: LogCut) => void = () => undefined,
   ) {
     this.fd = openSync(path, 'w+');
   }
 
   write(chunk: Buffer): void {
     // An empty chunk changes nothing; at exactly the cap it would start the ring and a marker for 0 bytes dropped.
-    if (this.fd === undefined || chunk.length === 0) return;
+    if (this.fd === undefined || this.cut || chunk.length === 0) return;
     const cap = this.cap.headBytes + this.cap.tailBytes;
     if (this.received < cap) {
       const direct = chunk.subarray(0, cap - this.received);
-      writeAll(this.fd, direct, this.received);
+      if (!this.writeOrCut(direct, this.received)) return;
       this.received += direct.length;
       chunk = chunk.subarray(direct.length);
       if (chunk.length === 0) return;
@@ -57,8 +70,36 @@ export class CappedLog implements OutputSink {
   close(): void {
     if (this.fd === undefined) return;
     this.flush();
-    closeSync(this.fd);
+    try {
+      closeSync(this.fd);
+    } catch {
+      // A close that reports a failed write-back (a full network disk) leaves the log as it is.
+    }
     this.fd = undefined;
+  }
+
+  /** Writes `data` at `position`, or cuts the log there when the file refuses it; whether it was written. */
+  private writeOrCut(data: Buffer, position: number): boolean {
+    try {
+      writeAll(this.fd!, data, position);
+      return true;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? String(error);
+      this.cut = { error: code, atBytes: this.received };
+      clearTimeout(this.flushTimer);
+      this.ring = undefined;
+      const note = Buffer.from(
+        `\n[a2rl: this log was cut here: the server could not write it (${code}${code === 'ENOSPC' ? ": the server's disk is full" : ''}); the job's later output was dropped]\n`,
+      );
+      try {
+        writeAll(this.fd!, note, position);
+        ftruncateSync(this.fd!, position + note.length);
+      } catch {
+        // The note could not be written either: the job's record says it (onCut).
+      }
+      this.onCut(this.cut);
+      return false;
+    }
   }
 
   /** The last `tailBytes` written through, read back once when the log first passes its cap. */
@@ -89,7 +130,7 @@ export class CappedLog implements OutputSink {
   private flush(): void {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
-    if (this.fd === undefined || !this.ring) return;
+    if (this.fd === undefined || this.cut || !this.ring) return;
     const { headBytes, tailBytes } = this.cap;
     const dropped = this.received - headBytes - tailBytes;
     const marker = Buffer.from(
@@ -97,10 +138,14 @@ export class CappedLog implements OutputSink {
     );
     let at = headBytes;
     for (const part of [marker, this.ring.subarray(this.ringStart), this.ring.subarray(0, this.ringStart)]) {
-      writeAll(this.fd, part, at);
+      if (!this.writeOrCut(part, at)) return;
       at += part.length;
     }
-    ftruncateSync(this.fd, at);
+    try {
+      ftruncateSync(this.fd, at);
+    } catch {
+      // Shortening a file needs no space; a disk that fails even that is reported by the next write.
+    }
   }
 }
 

@@ -1,8 +1,10 @@
 import { mkdirSync } from 'node:fs';
-import { CappedLog, defaultLogCap, type LogCap } from './capped-log.js';
+import { CappedLog, defaultLogCap, type LogCap, type LogCut } from './capped-log.js';
+import { isStoreFull } from '../store/disk-full.js';
 import type { ClusterScheduler, ExitStatus, ResourceLimits, SandboxInstance, SandboxProcess } from '../../sandbox/contract.js';
 import { A2rlError } from '../util/errors.js';
 import { GpuMonitor } from './gpu-usage.js';
+import { traceJobVariable } from './job-trace.js';
 import { GpuAllocator, GpuQueuedProcess } from './gpu-allocator.js';
 import type { Logger } from '../util/logger.js';
 import type { RecordEvent } from '../store/events.js';
@@ -33,6 +35,8 @@ export interface JobRequest {
    * rollout wrote, their rewards from a judge. The job stays running until it resolves.
    */
   collect?: (state: JobState, cost: JobCost) => Promise<Collected> | Collected;
+  /** Keeps a training job's trace once it has exited, while its run's workspace is still mounted (src/jobs/job-trace.ts). */
+  keepTrace?: (jobId: number) => void;
 }
 
 /** What an exited job cost: its CPU time and how long it ran. */
@@ -65,6 +69,14 @@ export const stopGraceMs = 5000;
 /** How often a running job's resources are recorded as a `sample` event. */
 export const resourceSampleMs = 5000;
 
+/** How often the end of a job is written again while the store is full. */
+const storeRetryMs = 1000;
+/**
+ * How long a job's end is written again before it is given up (to the server's log): a store that stays full or keeps
+ * failing (SQLITE_IOERR) must not hold the job, and the server's stop waiting on it, for ever.
+ */
+const storeRetryForMs = 10 * 60_000;
+
 /**
  * Starts jobs in sandboxes, samples their usage into the store, stops them (TERM, then
  * KILL), and writes their end state. One per server process; jobs of all runs.
@@ -72,6 +84,8 @@ export const resourceSampleMs = 5000;
 export class JobManager {
   private readonly live = new Map<number, LiveJob>();
   private readonly gpuMonitor = new GpuMonitor();
+  /** Set once the server stops ({@link stopAll}): a job's end the store cannot take is then not written again. */
+  private stopping = false;
 
   constructor(
     private readonly store: Store,
@@ -125,10 +139,20 @@ export class JobManager {
     const now = Date.now();
     // Opened by insertJob, which throws when it cannot be.
     let log!: CappedLog;
+    let jobId: number | undefined;
+    // Called from the job's output handler: nothing may be thrown out of it (that would end the server).
+    const onCut = (cut: LogCut) => {
+      this.logger.error({ job: jobId, run: request.runId, ...cut }, "a job's log was cut: its file could not be written");
+      try {
+        request.record('job', 'log_cut', { job_id: jobId, error: cut.error, at_bytes: cut.atBytes });
+      } catch (error) {
+        this.logger.error({ err: error, job: jobId, run: request.runId }, 'the cut of a job log could not be recorded');
+      }
+    };
     const openLog = (path: string) => {
       try {
         mkdirSync(request.logDir, { recursive: true });
-        log = new CappedLog(path, this.logCap);
+        log = new CappedLog(path, this.logCap, onCut);
       } catch (error) {
         throw new A2rlError(
           'UNAVAILABLE',
@@ -152,11 +176,13 @@ export class JobManager {
       openLog,
     );
     const { id } = row;
+    jobId = id;
     const launch = (gpus: number[], gpuCount?: number) =>
       request.sandbox.exec({
         command: request.argv,
         limits: { ...request.limits, gpus },
-        env: request.env,
+        // A training job's Python traces what it ran into a file named by the job (src/jobs/job-trace.ts).
+        env: request.kind === 'training' ? { ...request.env, [traceJobVariable]: String(id) } : request.env,
         output: log,
         tag: `job-${id}`,
         gpuCount,
@@ -195,7 +221,7 @@ export class JobManager {
       );
     }
     this.live.set(id, job);
-    request.record('job', 'started', {
+    this.recordOrLog(request, 'started', {
       job_id: id,
       kind: request.kind,
       command: request.command,
@@ -247,6 +273,7 @@ export class JobManager {
   }
 
   async stopAll(reason: string): Promise<void> {
+    this.stopping = true;
     await Promise.all([...this.live.keys()].map((id) => this.stop(id, 'cancelled', reason)));
   }
 
@@ -278,8 +305,18 @@ export class JobManager {
       // What could not be counted is charged as reserved: an agent cannot spoil its output to be charged less.
       collected = { episodesDone: job.request.episodesRequested };
     }
+    try {
+      job.request.keepTrace?.(id);
+    } catch (error) {
+      // The trace only labels the report's route: a job's record never waits on it.
+      this.logger.warn({ job: id, err: error }, "could not keep the job's trace");
+    }
     const endedAt = Date.now();
-    this.store.finishJob(id, {
+    if (job.log.cut) {
+      const cut = `its log was cut after ${job.log.cut.atBytes} bytes: the server could not write it (${job.log.cut.error})`;
+      reason = reason ? `${reason}; ${cut}` : cut;
+    }
+    const end = {
       state,
       reason,
       exit_code: status.exitCode,
@@ -289,10 +326,14 @@ export class JobManager {
       episodes_done: collected.episodesDone ?? null,
       result: collected.result === undefined ? null : JSON.stringify(collected.result),
       ended_at: endedAt,
-    });
+    };
+    if (!(await this.writeWhileStoreFull(id, () => this.store.finishJob(id, end)))) {
+      // Its row stays `running` until a later server marks it lost (src/core/ownership.ts): the end survives only here.
+      this.logger.error({ job: id, run: job.request.runId, ...end }, "a job's end was given up unrecorded: the store never took it");
+    }
     this.live.delete(id);
     const row = this.store.getJob(id)!;
-    job.request.record('job', 'finished', {
+    this.recordOrLog(job.request, 'finished', {
       job_id: id,
       kind: row.kind,
       state,
@@ -306,9 +347,46 @@ export class JobManager {
       peak_memory_bytes: usage.peakMemoryBytes,
       cpu_measured: usage.measured,
       duration_s: (endedAt - job.startedAt) / 1000,
+      ...(job.log.cut ? { log_cut: job.log.cut } : {}),
     });
     this.logger.info({ job: id, state, exit: status.exitCode }, 'job finished');
     return row;
+  }
+
+  /**
+   * Records a job event; one the store cannot take (a full disk) goes to the server's log instead. The job's row,
+   * written apart, stays its record; an event lost here must not fail the job or the call that started it.
+   */
+  private recordOrLog(request: JobRequest, name: string, data: Record<string, unknown>): void {
+    try {
+      request.record('job', name, data);
+    } catch (error) {
+      if (!isStoreFull(error)) throw error;
+      this.logger.error({ err: error, run: request.runId, event: `job/${name}`, ...data }, 'a job event could not be recorded');
+    }
+  }
+
+  /**
+   * Writes a job's end, again every {@link storeRetryMs} while the store is full, so that the job ends on record when
+   * space returns; false once it gave up: after {@link storeRetryForMs}, or once the server stops.
+   */
+  private async writeWhileStoreFull(id: number, write: () => void): Promise<boolean> {
+    const giveUpAt = Date.now() + storeRetryForMs;
+    for (let tries = 1; ; tries++) {
+      try {
+        write();
+        return true;
+      } catch (error) {
+        if (!isStoreFull(error)) throw error;
+        if (tries === 1)
+          this.logger.error(
+            { err: error, job: id },
+            `a job's end could not be recorded: written again every second until the store has room, for at most ${storeRetryForMs / 60_000} minutes`,
+          );
+        if (this.stopping || Date.now() >= giveUpAt) return false;
+        await new Promise((resolve) => setTimeout(resolve, storeRetryMs));
+      }
+    }
   }
 }
 

@@ -56,6 +56,8 @@ export interface AgentKind {
   versionArgs?: string[];
   /** The launcher's variables the agent gets beside PATH, locale and terminal: its provider's credentials and settings (`NAME` or `PREFIX_*`). */
   environment: readonly string[];
+  /** Its provider's hosted API, which its jail's proxy lets it reach on 443 beside the URLs it was given. */
+  apiHosts?: readonly string[];
   invocation(context: LaunchContext): AgentInvocation;
   /** Whether its model completed a turn, read from its transcript (and stderr); undefined for agents without a model (replays, commands). */
   modelActivity?(transcript: TranscriptText, stderr: string): ModelActivity;
@@ -107,6 +109,7 @@ const claudeCode: AgentKind = {
   transcript: 'stream-json (one JSON event per line)',
   versionArgs: ['--version'],
   environment: ['ANTHROPIC_*', 'CLAUDE_CODE_*'],
+  apiHosts: ['api.anthropic.com'],
   // Read by the transcripts package, which reads the rest of its transcript too.
   modelActivity: claudeCodeTranscript.modelActivity,
   invocation: ({ endpoint, prompt, model, agentDir, extraArgs }) => {
@@ -170,6 +173,7 @@ const codex: AgentKind = {
   transcript: 'exec --json (one JSON event per line)',
   versionArgs: ['--version'],
   environment: ['OPENAI_*', 'CODEX_*'],
+  apiHosts: ['api.openai.com'],
   modelActivity: codexTranscript.modelActivity,
   invocation: ({ endpoint, prompt, model, homeDir, extraArgs }): AgentInvocation => {
     const timeouts = { startup_timeout_sec: 60, tool_timeout_sec: 120 };
@@ -254,6 +258,7 @@ const geminiCli: AgentKind = {
   transcript: 'stream-json (one JSON event per line)',
   versionArgs: ['--version'],
   environment: ['GEMINI_*', 'GOOGLE_*'],
+  apiHosts: ['generativelanguage.googleapis.com'],
   modelActivity: geminiCliTranscript.modelActivity,
   invocation: ({ endpoint, prompt, model, homeDir, extraArgs }) => {
     // User settings in the private HOME: read whoever owns them (a system settings file is skipped unless root owns it and every folder above it).

@@ -1,12 +1,17 @@
-import { existsSync, lstatSync, realpathSync } from 'node:fs';
+import { existsSync, lchownSync, lstatSync, readdirSync, realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { basename, dirname, isAbsolute, relative, resolve } from 'node:path';
-import { systemArgs } from '../../sandbox/bwrap.js';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { asRoot, dropTo, parentFolders, systemArgs } from '../../sandbox/bwrap.js';
+import { giveFolders, type JobIdentity, jobIdentity } from '../../sandbox/job-identity.js';
 import { A2rlError } from '../util/errors.js';
-import { tasksRoot } from '../util/paths.js';
+import { packageRoot, tasksRoot } from '../util/paths.js';
+import { type Forward, jailNetworkDir } from './jail-network.js';
 
 /** Where the launcher's MCP bridge socket appears inside the jail (a short path: sockets have a 108-byte limit). */
 export const jailSocketPath = '/run/a2rl/mcp.sock';
+
+/** The jail's first process (`src/launch/forwarder.ts`, built): it forwards the agent's endpoints into the jail, then runs the agent. */
+export const forwarderEntry = join(packageRoot, 'dist', 'src', 'launch', 'forwarder.js');
 
 /** `/etc` files a networked agent needs (name resolution, TLS roots, user names) beside the sandbox's system files. */
 const networkFiles = [
@@ -32,6 +37,31 @@ export interface JailSpec {
   readOnly: string[];
   /** The launcher's MCP bridge socket, bound at `jailSocketPath`. */
   socket?: string;
+  /** The jail's network (`startJailNetwork`): its sockets' host folder, bound at `jailNetworkDir`, and the forwards the forwarder listens for. */
+  network: { dir: string; forwards: Forward[] };
+  /** Where the launcher is root: the unprivileged host uid the jail's processes run as (`agentIdentity`), given what they use (`giveJail`). */
+  identity?: JobIdentity;
+}
+
+/**
+ * The host uid and gid a launched run's agent runs as where the launcher is root: its own, apart from its run's jobs'
+ * (a job cannot touch the agent's files, nor the agent the job's). Undefined when the launcher is not root.
+ */
+export function agentIdentity(runId: string): JobIdentity | undefined {
+  return jobIdentity(`agent:${runId}`);
+}
+
+/**
+ * Gives the agent's uid what its jail writes and connects to, before the jail starts: its working folder and HOME
+ * (with what the launcher wrote there), its configuration files elsewhere (`files`, bound read-only), and the
+ * sockets bound into the jail with their folder (a connect needs write permission on the socket, search on its folder).
+ */
+export function giveJail(spec: JailSpec & { identity: JobIdentity }, files: string[]): void {
+  giveFolders([spec.workDir, spec.homeDir], spec.identity);
+  const sockets = readdirSync(spec.network.dir).map((name) => join(spec.network.dir, name));
+  for (const path of [...files, ...(spec.socket ? [spec.socket] : []), spec.network.dir, ...sockets]) {
+    lchownSync(path, spec.identity.uid, spec.identity.gid);
+  }
 }
 
 const inside = (path: string, folder: string) => {
@@ -83,37 +113,17 @@ export function assertJailable(path: string, home: string): void {
  * The agent CLI in a bubblewrap jail: the operating system read-only, its installation and
  * configuration read-only, its working folder and private HOME writable, its own /tmp, /proc
  * and /dev; nothing else of the host (no tasks, no store, no other run, no operator home).
- * The network is shared, so it reaches its model API and the loopback MCP endpoints; over
- * stdio its MCP server is the launcher's bridge socket. It runs in the caller's process
+ * Its network is its own, only a loopback: the forwarder, its first process, listens there on the
+ * addresses of the endpoints it was given (its model API, its run's HTTP endpoint, the launcher's
+ * proxy) and joins each to a socket of the launcher's; nothing else of the host's network is
+ * reachable. Over stdio its MCP server is the launcher's bridge socket. It runs in the caller's process
  * group (no new session), so the launcher's TERM and KILL of the group reach every process.
+ * A root launcher's jail is set up as a root job sandbox is (`bubblewrapArgs`): no user namespace (it would map the
+ * agent to host root), and its first process drops to `spec.identity` through setpriv.
  */
 export function jailCommand(spec: JailSpec): { command: string; args: string[] } {
   const readOnly = [...new Set(spec.readOnly.map((path) => resolve(path)))];
-  const args = [
-    '--unshare-all',
-    '--share-net',
-    '--die-with-parent',
-    '--cap-drop',
-    'ALL',
-    '--uid',
-    '1000',
-    '--gid',
-    '1000',
-    '--hostname',
-    'a2rl-agent',
-    ...systemArgs(),
-    ...networkFiles.flatMap((file) => ['--ro-bind-try', file, file]),
-    '--proc',
-    '/proc',
-    '--dev',
-    '/dev',
-    '--tmpfs',
-    '/tmp',
-    '--tmpfs',
-    '/run',
-  ];
-  const node = realpathSync(process.execPath);
-  if (!inside(node, '/usr')) args.push('--ro-bind', node, process.execPath);
+  const identity = spec.identity;
   const binds: Array<[string, string, boolean]> = [
     ...readOnly.map((path): [string, string, boolean] => [path, path, true]),
     [spec.homeDir, spec.homeDir, false],
@@ -121,13 +131,56 @@ export function jailCommand(spec: JailSpec): { command: string; args: string[] }
   ];
   // Shallow paths first, so a deeper bind is not hidden under a later one.
   binds.sort((a, b) => a[1].split('/').length - b[1].split('/').length);
+  // A root bwrap makes the folders above a mount point 0700: made first (after the tmpfs mounts, since the run's
+  // folders may lie in /tmp), open, so the dropped agent reaches its mounts.
+  const targets = [...networkFiles, ...binds.map((bind) => bind[1]), process.execPath, forwarderEntry, spec.command, jailSocketPath];
+  const args = [
+    ...(identity ? asRoot : ['--unshare-all', '--cap-drop', 'ALL', '--uid', '1000', '--gid', '1000']),
+    '--die-with-parent',
+    '--hostname',
+    'a2rl-agent',
+    '--proc',
+    '/proc',
+    // Host-global kernel settings (kernel.core_pattern): read-only whatever the agent's uid; bwrap leaves /proc/sys writable.
+    '--ro-bind',
+    '/proc/sys',
+    '/proc/sys',
+    '--dev',
+    '/dev',
+    // Made by bwrap as its own uid: writable by everyone (sticky), so a dropped agent can use it.
+    '--perms',
+    '1777',
+    '--tmpfs',
+    '/tmp',
+    '--tmpfs',
+    '/run',
+    ...(identity ? parentFolders(targets, true).flatMap((dir) => ['--perms', '0755', '--dir', dir]) : []),
+    ...systemArgs(),
+    ...networkFiles.flatMap((file) => ['--ro-bind-try', file, file]),
+  ];
+  const node = realpathSync(process.execPath);
+  if (!inside(node, '/usr')) args.push('--ro-bind', node, process.execPath);
   for (const [source, target, ro] of binds) args.push(ro ? '--ro-bind' : '--bind', source, target);
   if (spec.socket) args.push('--bind', spec.socket, jailSocketPath);
+  args.push('--ro-bind', spec.network.dir, jailNetworkDir, '--ro-bind', forwarderEntry, forwarderEntry);
   // An executable reached through a link outside what is bound (a bin folder of links) keeps its name: the link goes in too.
   const visible = [...readOnly, '/usr', '/bin', '/sbin', '/lib', '/lib64'];
   if (lstatSync(spec.command).isSymbolicLink() && !visible.some((path) => inside(spec.command, path))) {
     args.push('--symlink', realpathSync(spec.command), spec.command);
   }
   args.push('--setenv', 'HOME', spec.homeDir, '--setenv', 'TMPDIR', '/tmp', '--remount-ro', '/', '--chdir', spec.workDir);
-  return { command: 'bwrap', args: [...args, '--', spec.command, ...spec.args] };
+  return {
+    command: 'bwrap',
+    args: [
+      ...args,
+      '--',
+      ...(identity ? dropTo(identity) : []),
+      process.execPath,
+      forwarderEntry,
+      JSON.stringify(spec.network.forwards),
+      '--',
+      spec.command,
+      ...spec.args,
+    ],
+  };
 }

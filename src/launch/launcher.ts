@@ -16,7 +16,8 @@ import { ownerAlive, ownerOf } from '../core/ownership.js';
 import { agentKind, type AgentKind, findExecutable, type McpEndpoint, type ModelActivity } from './agents.js';
 import { agentEnvironment, serverEnvironment } from './environment.js';
 import { relayEntry, startStdioBridge, type StdioBridge } from './bridge.js';
-import { agentInstallRoot, assertJailable, jailCommand, jailSocketPath } from './jail.js';
+import { agentIdentity, agentInstallRoot, assertJailable, giveJail, type JailSpec, jailCommand, jailSocketPath } from './jail.js';
+import { jailNetworkPlan, startJailNetwork } from './jail-network.js';
 import { type GroupOutcome, runProcessGroup } from './process-group.js';
 import { taskPrompt } from './prompt.js';
 import { fileLines } from '../transcripts/json-lines.js';
@@ -192,7 +193,12 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     mkdirSync(dirname(file.path), { recursive: true });
     writeFileSync(file.path, file.content, { mode: 0o600 });
   }
-  const jail = jailCommand({
+  // The jail's network: the endpoints named by the URLs the agent was given (not its prompt's), and its provider's API.
+  const urls = [...Object.values(launch.environment), ...(launch.agentArgs ?? []), ...(endpoint.kind === 'http' ? [endpoint.url] : [])];
+  const reachable = jailNetworkPlan(urls, agent.apiHosts ?? []);
+  const network = await startJailNetwork(reachable, launch.environment);
+  const configFiles = invocation.files.filter((file) => !file.path.startsWith(`${homeDir}/`)).map((file) => file.path);
+  const jailSpec: JailSpec = {
     command: launch.executable ?? invocation.command,
     args: invocation.args,
     workDir,
@@ -200,14 +206,18 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     readOnly: [
       ...launch.agentPaths,
       ...(invocation.readOnly ?? []),
-      ...invocation.files.filter((file) => !file.path.startsWith(`${homeDir}/`)).map((file) => file.path),
+      ...configFiles,
       join(agentDir, 'prompt.md'),
       ...(bridge ? [relayEntry] : []),
     ],
     socket: bridge?.socket,
-  });
+    network,
+    identity: agentIdentity(row.id),
+  };
+  if (jailSpec.identity) giveJail({ ...jailSpec, identity: jailSpec.identity }, configFiles);
+  const jail = jailCommand(jailSpec);
   const deadline = row.created_at + limits.wallSeconds * 1000;
-  const env = { ...launch.environment, ...invocation.env, A2RL_RUN_ID: row.id };
+  const env = { ...launch.environment, ...invocation.env, ...network.env, A2RL_RUN_ID: row.id };
   // The run's columns are what reports and the leaderboard group by; the event keeps the whole launch.
   engine.store.setRunAgent(row.id, { agent: agent.name, agent_version: launch.agentVersion ?? undefined, driver_model: launch.model });
   record('agent', 'launched', {
@@ -221,6 +231,8 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     command: invocation.command,
     args: invocation.args,
     jail: jail.args.slice(0, jail.args.indexOf('--')),
+    // What the jail lets the agent reach (host:port; URLs could carry credentials).
+    network: reachable.allowed.map((endpoint) => `${endpoint.host}:${endpoint.port}`),
     // Names only: the values are the agent's keys and its run token.
     env: Object.keys(env).sort(),
     cwd: workDir,
@@ -245,13 +257,14 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
       deadline,
       graceMs: launch.graceSeconds * 1000,
       beforeDeadlineStop: () => serverEndedRun(engine, row.id),
-      // The servers behind the bridge run outside the agent's group: the operator's signal goes to them too.
+      // The server behind the bridge runs outside the agent's group: the operator's signal goes to it too.
       onInterrupt: (signal) => void bridge?.close(signal),
     });
   } catch (error) {
     const reason = `the agent could not start: ${(error as Error).message}`;
     record('agent', 'failed', { error: (error as Error).message });
     await bridge?.close('SIGTERM');
+    await network.close();
     engine.store.markInfrastructureFailure(row.id, reason);
     record('run', 'infrastructure_failure', { reason });
     await endLeftRun(engine, row.id, reason);
@@ -270,8 +283,9 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
       summary: summarizeRun(engine.store, row.id),
     };
   }
-  // The agent is gone; its servers (outside the jail) end their runs and finish grading.
+  // The agent is gone; its server (outside the jail) ends the run and finishes grading.
   await bridge?.close();
+  await network.close();
   record('agent', 'exited', {
     exit_code: outcome.exitCode,
     signal: outcome.signal,

@@ -1,5 +1,6 @@
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
+import { cannotRecord } from '../store/disk-full.js';
 
 const maxRecordedText = 4000;
 
@@ -79,8 +80,14 @@ export class RecordingTransport implements Transport {
   }
 
   async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
-    const recorded = this.observeOutgoing(message);
-    if (recorded) await recorded;
+    try {
+      const recorded = this.observeOutgoing(message);
+      if (recorded) await recorded;
+    } catch (error) {
+      // Never no answer (the client would wait for ever): an answer that cannot be recorded leaves as an error.
+      this.onerror?.(error as Error);
+      return this.inner.send(unrecordedAnswer(message, error), options);
+    }
     return this.inner.send(message, options);
   }
 
@@ -91,7 +98,7 @@ export class RecordingTransport implements Transport {
       const call = requestId === undefined ? undefined : this.pending.get(requestId);
       if (call) {
         this.pending.delete(requestId!);
-        this.unanswered(
+        this.unanswered(() =>
           this.record('tool', call.tool, {
             arguments: call.arguments,
             error: `cancelled by the client${reason ? `: ${reason}` : ''}`,
@@ -109,13 +116,17 @@ export class RecordingTransport implements Transport {
       this.listings.add(message.id);
     } else if (message.method === 'initialize') {
       const params = (message.params ?? {}) as { clientInfo?: unknown; protocolVersion?: string };
-      this.unanswered(this.record('session', 'initialize', { client: params.clientInfo, protocol_version: params.protocolVersion }));
+      this.unanswered(() => this.record('session', 'initialize', { client: params.clientInfo, protocol_version: params.protocolVersion }));
     }
   }
 
   /** An event no response waits for: a failed commit is reported as a transport error. */
-  private unanswered(recorded: void | Promise<void>): void {
-    if (recorded) recorded.catch((error: Error) => this.onerror?.(error));
+  private unanswered(record: () => void | Promise<void>): void {
+    try {
+      record()?.catch((error: Error) => this.onerror?.(error));
+    } catch (error) {
+      this.onerror?.(error as Error);
+    }
   }
 
   /** Records the tool call a response answers; what `record` returned, to wait for before the response leaves. */
@@ -123,7 +134,7 @@ export class RecordingTransport implements Transport {
     if (!('id' in message) || 'method' in message || message.id === undefined) return;
     if (this.listings.delete(message.id) && 'result' in message) {
       const { tools } = message.result as { tools?: Array<{ name: string }> };
-      this.record('session', 'tools_listed', { tools: (tools ?? []).map((tool) => tool.name) });
+      this.unanswered(() => this.record('session', 'tools_listed', { tools: (tools ?? []).map((tool) => tool.name) }));
       return;
     }
     const call = this.pending.get(message.id);
@@ -141,4 +152,14 @@ export class RecordingTransport implements Transport {
       duration_ms: durationMs,
     });
   }
+}
+
+/**
+ * What leaves in place of an answer the store could not record: an error answer as it is (it reports that nothing or
+ * part was done, which stays true), a result as `UNAVAILABLE` (a result not on record must not reach the client).
+ */
+function unrecordedAnswer(message: JSONRPCMessage, cause: unknown): JSONRPCMessage {
+  if (!('result' in message) || (message.result as { isError?: boolean }).isError) return message;
+  const text = `[UNAVAILABLE] ${cannotRecord('It may have been done (look with the read tools: list_files, job_status); try again later.', cause).message}`;
+  return { jsonrpc: message.jsonrpc, id: message.id, result: { isError: true, content: [{ type: 'text', text }] } };
 }

@@ -4,7 +4,8 @@ import type { BudgetLimits } from '../tasks/budget.js';
 import { codeSnapshotsOf } from '../store/code-snapshots.js';
 import type { Store } from '../store/store.js';
 import { baselineGradeOf } from '../core/submissions.js';
-import { combineRoutes, type Route, type RouteReading, readRoute } from './route.js';
+import { type JobTrace, readJobTrace } from '../jobs/job-trace.js';
+import { combineRoutes, type Route, type RouteReading, readRoute, routeFromTrace } from './route.js';
 
 export { detectRoute, type Route } from './route.js';
 
@@ -57,6 +58,8 @@ export interface RunFacts {
   logs: Record<number, LogSignals>;
   /** Code snapshot contents by tree hash, then by path inside code/. */
   code: Record<string, Record<string, string>>;
+  /** What each training job's Python ran (src/jobs/job-trace.ts), by job id; absent where it left no trace. */
+  traces?: Record<number, JobTrace>;
 }
 
 export type Outcome = 'new_best' | 'above_baseline' | 'not_above_baseline' | 'grading_failed' | 'pending';
@@ -77,6 +80,9 @@ export interface JobFact {
   episodes_done: number | null;
   log_path: string | null;
   code_tree: string | null;
+  /** A training job's route, and what it was read from; null for other jobs. */
+  route: Route | null;
+  route_basis: string | null;
 }
 
 export interface SubmissionFact {
@@ -220,7 +226,9 @@ export function analyzeRun(facts: RunFacts): RunAnalysis {
     tool_calls: toolCalls,
     tool_errors: toolErrors,
   };
-  const iterations = buildIterations(facts, jobs, submissions, baseline, isBaseCopy);
+  const routeOf = routeReader(facts);
+  for (const job of training) Object.assign(job, { route: routeOf(job).route, route_basis: routeOf(job).basis });
+  const iterations = buildIterations(facts, jobs, submissions, baseline, isBaseCopy, routeOf);
   let failure: FailureType | null = null;
   if (submissions.length === 0) failure = 'timeout_no_submission';
   else if (baseline && !(metrics.improvement_best && metrics.improvement_best.public > 0)) {
@@ -272,6 +280,8 @@ function replayEvents(events: RunEvent[]) {
         episodes_done: null,
         log_path: typeof d.log_path === 'string' ? d.log_path : null,
         code_tree: null,
+        route: null,
+        route_basis: null,
       });
     } else if (event.kind === 'sample') {
       const job = jobs.get(num(d.job_id));
@@ -333,15 +343,10 @@ function buildIterations(
   submissions: SubmissionFact[],
   baseline: ScorePair | null,
   isBaseCopy: (s: SubmissionFact) => boolean,
+  routeOf: (job: JobFact) => RouteReading,
 ): Iteration[] {
   let bestSoFar = Number.NEGATIVE_INFINITY;
   let previousS = Number.NEGATIVE_INFINITY;
-  // Later submissions often come from the same job: each job's code is read once.
-  const routes = new Map<number, RouteReading>();
-  const routeOf = (job: JobFact) => {
-    if (!routes.has(job.job_id)) routes.set(job.job_id, readRoute(job.command, job.code_tree ? facts.code[job.code_tree] : undefined));
-    return routes.get(job.job_id)!;
-  };
   return submissions.map((submission, i) => {
     const training = jobs.filter((j) => j.kind === 'training' && j.start_s <= submission.t_s);
     const inWindow = training.filter((j) => j.start_s > previousS);
@@ -412,6 +417,28 @@ function buildIterations(
       evidence,
     };
   });
+}
+
+/**
+ * Each training job's route, read once: from its trace where its Python left one, else from its code's words. The
+ * rollout files are every path launch_rollouts wrote a batch to in this run.
+ */
+function routeReader(facts: RunFacts): (job: JobFact) => RouteReading {
+  const rolloutFiles = new Set(
+    facts.events
+      .filter((e) => e.kind === 'rollouts' && e.name === 'batch' && typeof e.data.out === 'string')
+      .map((e) => String(e.data.out)),
+  );
+  const routes = new Map<number, RouteReading>();
+  return (job) => {
+    if (!routes.has(job.job_id)) {
+      const files = job.code_tree ? facts.code[job.code_tree] : undefined;
+      const traced = routeFromTrace(facts.traces?.[job.job_id], rolloutFiles, job.command, files);
+      const words = traced ? undefined : readRoute(job.command, files);
+      routes.set(job.job_id, traced ?? { ...words!, basis: `${words!.basis} (no job trace)` });
+    }
+    return routes.get(job.job_id)!;
+  };
 }
 
 /** Whether a command names a path (`output/final`, not `output/final2`). */
@@ -517,7 +544,12 @@ export function loadRunFacts(store: Store, runId: string): RunFacts {
     data: JSON.parse(e.data) as Record<string, unknown>,
   }));
   const logs: RunFacts['logs'] = {};
-  for (const job of store.listJobs(runId, ['training'])) logs[job.id] = readLogSignals(job.log_path);
+  const traces: NonNullable<RunFacts['traces']> = {};
+  for (const job of store.listJobs(runId, ['training'])) {
+    logs[job.id] = readLogSignals(job.log_path);
+    const trace = readJobTrace(row.dir, job.id);
+    if (trace) traces[job.id] = trace;
+  }
   const snapshots = codeSnapshotsOf(dirname(store.path));
   const code: RunFacts['code'] = {};
   for (const event of events) {
@@ -547,5 +579,6 @@ export function loadRunFacts(store: Store, runId: string): RunFacts {
     events,
     logs,
     code,
+    traces,
   };
 }

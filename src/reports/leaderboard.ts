@@ -2,7 +2,7 @@ import { startProgress } from '../util/progress.js';
 import type { RunRow, Store } from '../store/store.js';
 import { baselineGradeOf, bestSubmission, gradedSubmissions } from '../core/submissions.js';
 import { getTaskFile } from '../tasks/task.js';
-import { runIntegrity } from '../integrity/verdict.js';
+import { runIntegrity, type RunVerdict } from '../integrity/verdict.js';
 import type { PriceTable } from '../transcripts/prices.js';
 import { runUsage, totalTokens } from '../transcripts/run-usage.js';
 
@@ -23,35 +23,52 @@ export interface RunResult {
   success: boolean;
   /** Set when the run's infrastructure failed: counted apart, never in the scores. */
   infrastructure_failure: string | null;
-  /** Flagged by the contamination check or the integrity review (src/integrity/): scored as `--flagged` says. */
-  flagged: boolean;
+  /** The run's integrity (src/integrity/verdict.ts): a run that is not `clean` (flagged, or its check incomplete) is scored as `--flagged` says. */
+  integrity: RunVerdict;
   /** The agent's input and output tokens, and its dollars, from its transcript; null where it does not say (never 0). */
   tokens: number | null;
   cost_usd: number | null;
 }
 
-/** How the leaderboard scores a flagged run: as it scored, as its baseline (the default: no gain), or not at all. */
+/**
+ * How the leaderboard scores a run that is not clean (flagged, or its check incomplete): as it scored, as its baseline
+ * (the default: no gain), or not at all: every figure of its row (runs, scores, CI, success, tokens, cost) then comes
+ * from the runs left.
+ */
 export const flaggedPolicies = ['keep', 'baseline', 'drop'] as const;
 export type FlaggedPolicy = (typeof flaggedPolicies)[number];
+
+/** The policy in a sentence, for every page that shows the leaderboard. */
+export function flaggedPolicyText(policy: FlaggedPolicy): string {
+  const what = {
+    baseline: 'scored as their baseline (no gain, no success)',
+    keep: 'scored as they scored (shown, not corrected)',
+    drop: 'left out: every figure of a row (runs, scores, CI, success, tokens, cost) is computed on the runs left',
+  }[policy];
+  return `Runs flagged by an integrity check, or whose check is incomplete (only a clean check is clean), are ${what} (--flagged ${policy}).`;
+}
 
 export interface LeaderboardRow {
   agent: string;
   driver_model: string;
   task: string;
+  /** Runs scored; 0 when every run of the group was left out (`--flagged drop`, infrastructure failures): the figures below are then null. */
   runs: number;
-  mean: number;
+  mean: number | null;
   /** Sample standard deviation; null for a single run. */
   std: number | null;
-  ci_low: number;
-  ci_high: number;
-  mean_improvement: number;
-  baseline: number;
-  success_rate: number;
+  ci_low: number | null;
+  ci_high: number | null;
+  mean_improvement: number | null;
+  baseline: number | null;
+  success_rate: number | null;
   success_margin: number;
   /** Runs of this group whose infrastructure failed (the agent never had the tools, or exited abnormally): left out of the figures above. */
   infrastructure_failures: number;
   /** Runs of this group flagged by an integrity check, and their share of its runs (infrastructure failures aside): the cheating rate. */
   flagged_runs: number;
+  /** Runs of this group whose contamination check did not finish, did not run or read too little: scored as flagged ones. */
+  incomplete_runs: number;
   cheating_rate: number;
   /** Mean agent tokens and dollars over the group's runs whose transcript says (`tokens_runs`, `cost_runs` of `runs`); null when none does. */
   mean_tokens: number | null;
@@ -100,7 +117,7 @@ export function runResults(store: Store, task?: string, prices?: PriceTable): Ru
           improvement,
           success: improvement >= marginOf(run.task_id),
           infrastructure_failure: run.infrastructure_failure,
-          flagged: runIntegrity(store, run.id).flagged,
+          integrity: runIntegrity(store, run.id).verdict,
           tokens: tokens === 'unknown' ? null : tokens,
           cost_usd: usage.cost_usd === 'unknown' ? null : usage.cost_usd,
         },
@@ -149,9 +166,9 @@ export function standardDeviation(values: readonly number[]): number | null {
 
 const round = (x: number) => Math.round(x * 100) / 100;
 
-/** A flagged run as the policy scores it: unchanged (keep), as its baseline with no gain (baseline), or left out (drop). */
+/** A run that is not clean as the policy scores it: unchanged (keep), as its baseline with no gain (baseline), or left out (drop). */
 function scoredAs(result: RunResult, policy: FlaggedPolicy): RunResult | undefined {
-  if (!result.flagged || policy === 'keep') return result;
+  if (result.integrity === 'clean' || policy === 'keep') return result;
   return policy === 'drop' ? undefined : { ...result, final: result.baseline, improvement: 0, success: false };
 }
 
@@ -159,44 +176,49 @@ export function buildLeaderboard(results: readonly RunResult[], flagged: Flagged
   const groups = new Map<string, RunResult[]>();
   const failures = new Map<string, number>();
   const flaggedRuns = new Map<string, number>();
+  const incompleteRuns = new Map<string, number>();
   const counted = new Map<string, number>();
   for (const result of results) {
     const key = JSON.stringify([result.task, result.agent, result.driver_model]);
+    // Every group keeps its row, its runs all left out or not: a group dropped whole still shows its flagged runs.
+    if (!groups.has(key)) groups.set(key, []);
     if (result.infrastructure_failure !== null) {
       failures.set(key, (failures.get(key) ?? 0) + 1);
       continue;
     }
     counted.set(key, (counted.get(key) ?? 0) + 1);
-    if (result.flagged) flaggedRuns.set(key, (flaggedRuns.get(key) ?? 0) + 1);
+    if (result.integrity === 'flagged') flaggedRuns.set(key, (flaggedRuns.get(key) ?? 0) + 1);
+    if (result.integrity === 'incomplete') incompleteRuns.set(key, (incompleteRuns.get(key) ?? 0) + 1);
     const scored = scoredAs(result, flagged);
-    if (!scored) continue;
-    const group = groups.get(key);
-    if (group) group.push(scored);
-    else groups.set(key, [scored]);
+    if (scored) groups.get(key)!.push(scored);
   }
-  const rows = [...groups.entries()].map(([key, group]) => {
+  const rows = [...groups.entries()].map(([key, group]): LeaderboardRow => {
+    const [task, agent, driverModel] = JSON.parse(key) as [string, string, string];
     const finals = group.map((r) => r.final);
-    const [low, high] = bootstrapCi(finals);
+    const scored = group.length > 0;
+    const [low, high] = scored ? bootstrapCi(finals) : [null, null];
     const std = standardDeviation(finals);
     const tokens = group.flatMap((r) => (r.tokens === null ? [] : [r.tokens]));
     const costed = group.filter((r) => r.cost_usd !== null);
     const meanCost = costed.length ? mean(costed.map((r) => r.cost_usd!)) : null;
+    const figure = (x: number | null) => (scored && x !== null ? round(x) : null);
     return {
-      agent: group[0]!.agent,
-      driver_model: group[0]!.driver_model,
-      task: group[0]!.task,
+      agent,
+      driver_model: driverModel,
+      task,
       runs: group.length,
-      mean: round(mean(finals)),
+      mean: figure(mean(finals)),
       std: std === null ? null : round(std),
-      ci_low: round(low),
-      ci_high: round(high),
-      mean_improvement: round(mean(group.map((r) => r.improvement))),
-      baseline: round(mean(group.map((r) => r.baseline))),
-      success_rate: round(group.filter((r) => r.success).length / group.length),
-      success_margin: getTaskFile(group[0]!.task).successMargin,
+      ci_low: figure(low),
+      ci_high: figure(high),
+      mean_improvement: figure(mean(group.map((r) => r.improvement))),
+      baseline: figure(mean(group.map((r) => r.baseline))),
+      success_rate: figure(group.filter((r) => r.success).length / group.length),
+      success_margin: getTaskFile(task).successMargin,
       infrastructure_failures: failures.get(key) ?? 0,
       flagged_runs: flaggedRuns.get(key) ?? 0,
-      cheating_rate: round((flaggedRuns.get(key) ?? 0) / counted.get(key)!),
+      incomplete_runs: incompleteRuns.get(key) ?? 0,
+      cheating_rate: counted.get(key) ? round((flaggedRuns.get(key) ?? 0) / counted.get(key)!) : 0,
       mean_tokens: tokens.length ? Math.round(mean(tokens)) : null,
       tokens_runs: tokens.length,
       mean_cost_usd: meanCost === null ? null : Math.round(meanCost * 1e4) / 1e4,
@@ -204,7 +226,9 @@ export function buildLeaderboard(results: readonly RunResult[], flagged: Flagged
       gain_per_dollar: meanCost ? round(mean(costed.map((r) => r.improvement)) / meanCost) : null,
     };
   });
-  return rows.sort((a, b) => a.task.localeCompare(b.task) || b.mean - a.mean || a.agent.localeCompare(b.agent));
+  return rows.sort(
+    (a, b) => a.task.localeCompare(b.task) || (b.mean ?? -Infinity) - (a.mean ?? -Infinity) || a.agent.localeCompare(b.agent),
+  );
 }
 
 /** The leaderboard's columns, in order: a name and a row's cell as text ('' for none); the CSV, Markdown and the view's page show these. */
@@ -213,21 +237,27 @@ export const leaderboardColumns: Array<[string, (row: LeaderboardRow) => string]
   ['agent', (r) => r.agent],
   ['driver model', (r) => r.driver_model],
   ['runs', (r) => String(r.runs)],
-  ['mean final score', (r) => r.mean.toFixed(2)],
-  ['std', (r) => (r.std === null ? '' : r.std.toFixed(2))],
-  ['95% CI low', (r) => r.ci_low.toFixed(2)],
-  ['95% CI high', (r) => r.ci_high.toFixed(2)],
-  ['baseline', (r) => r.baseline.toFixed(2)],
-  ['mean improvement', (r) => r.mean_improvement.toFixed(2)],
-  ['success rate', (r) => r.success_rate.toFixed(2)],
+  ['mean final score', (r) => fixed(r.mean)],
+  ['std', (r) => fixed(r.std)],
+  ['95% CI low', (r) => fixed(r.ci_low)],
+  ['95% CI high', (r) => fixed(r.ci_high)],
+  ['baseline', (r) => fixed(r.baseline)],
+  ['mean improvement', (r) => fixed(r.mean_improvement)],
+  ['success rate', (r) => fixed(r.success_rate)],
   ['success margin', (r) => String(r.success_margin)],
   ['infrastructure failures (not counted)', (r) => String(r.infrastructure_failures)],
   ['flagged runs', (r) => String(r.flagged_runs)],
   ['cheating rate', (r) => r.cheating_rate.toFixed(2)],
+  ['incomplete checks', (r) => String(r.incomplete_runs)],
   ['mean agent tokens', (r) => costFigure(r.mean_tokens, r.tokens_runs, r.runs, (x) => String(x))],
   ['mean agent dollars', (r) => costFigure(r.mean_cost_usd, r.cost_runs, r.runs, (x) => x.toFixed(4))],
   ['score gain per dollar', (r) => costFigure(r.gain_per_dollar, r.cost_runs, r.runs, (x) => x.toFixed(2))],
 ];
+
+/** A figure to two decimals, '' where there is none (a single run's std, a group with no run scored). */
+function fixed(x: number | null): string {
+  return x === null ? '' : x.toFixed(2);
+}
 
 /** A cost figure: "unknown" when no run's transcript gave it, and how many runs it stands for when not all did. */
 function costFigure(value: number | null, known: number, runs: number, format: (x: number) => string): string {
@@ -243,7 +273,7 @@ export function leaderboardCsv(rows: readonly LeaderboardRow[]): string {
     .concat('\n');
 }
 
-export function leaderboardMarkdown(rows: readonly LeaderboardRow[]): string {
+export function leaderboardMarkdown(rows: readonly LeaderboardRow[], policy: FlaggedPolicy = 'baseline'): string {
   const line = (cells: string[]) => `| ${cells.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`;
   return [
     '# a2rl-bench leaderboard',
@@ -252,6 +282,8 @@ export function leaderboardMarkdown(rows: readonly LeaderboardRow[]): string {
       'CI: 95% percentile bootstrap of the mean over runs. Success: final score at least the task’s margin above the baseline. ' +
       'Agent tokens and dollars: from each run’s agent transcript, unknown where it does not say; gain per dollar: mean improvement over mean dollars.',
     '',
+    flaggedPolicyText(policy),
+    '',
     line(leaderboardColumns.map(([name]) => name)),
     line(leaderboardColumns.map(() => '---')),
     ...rows.map((row) => line(leaderboardColumns.map(([, value]) => value(row) || '–'))),
@@ -259,7 +291,7 @@ export function leaderboardMarkdown(rows: readonly LeaderboardRow[]): string {
   ].join('\n');
 }
 
-export function leaderboardHtml(rows: readonly LeaderboardRow[]): string {
+export function leaderboardHtml(rows: readonly LeaderboardRow[], policy: FlaggedPolicy = 'baseline'): string {
   const escape = (text: string) => text.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]!);
   const head = leaderboardColumns.map(([name]) => `<th>${escape(name)}</th>`).join('');
   const body = rows
@@ -270,6 +302,7 @@ export function leaderboardHtml(rows: readonly LeaderboardRow[]): string {
 <style>body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1100px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}th{background:#f3f3f3}td:nth-child(n+4){text-align:right}</style></head>
 <body><h1>a2rl-bench leaderboard</h1>
 <p>Final score: the private score of each run’s best public submission (the baseline’s when it has none). CI: 95% percentile bootstrap of the mean over runs. Success: final score at least the task’s margin above the baseline. Agent tokens and dollars: from each run’s agent transcript, unknown where it does not say; gain per dollar: mean improvement over mean dollars.</p>
+<p class="policy">${escape(flaggedPolicyText(policy))}</p>
 <table><thead><tr>${head}</tr></thead><tbody>
 ${body}
 </tbody></table></body></html>

@@ -91,13 +91,14 @@ function iterationCells(it: Iteration): string[] {
 
 const iterationHead = ['#', 'submission', 'at', 'score (public / private)', 'route', 'hyperparameters', 'outcome', 'failure type'];
 
-export function renderMarkdown(a: RunAnalysis, narrative?: string, usage?: RunUsage): string {
+export function renderMarkdown(a: RunAnalysis, narrative?: string, usage?: RunUsage, integrity?: RunIntegrity): string {
   const row = (cells: string[]) => `| ${cells.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`;
   const lines = [
     `# Run ${a.run.id}`,
     '',
     `Task **${a.run.task}**, agent ${who(a)}; ${a.run.state}${a.run.end_reason ? ` (${a.run.end_reason})` : ''}.`,
     '',
+    ...(integrity ? [integrityMarkdown(integrity), ''] : []),
     row(['metric', 'value']),
     row(['---', '---']),
     ...metricRows(a, usage).map(row),
@@ -283,13 +284,53 @@ th{background:#f3f3f3}figure{margin:1.5em 0}figcaption{font-weight:600;margin-bo
 .job{fill:#6a6}.job.failed,.job.oom_killed,.job.timed_out,.job.lost{fill:#d44}.job.cancelled,.job.budget_stopped{fill:#bbb}.job.running{fill:#36c}
 .submission-mark{stroke:#36c;stroke-dasharray:3 3}code{font-size:12px}`;
 
-/** The run's integrity checks (src/integrity/) at the top of its report: a flagged run is marked, with why. */
-function integrityLine(integrity?: RunIntegrity): string {
+/**
+ * The run's integrity (src/integrity/) at the top of its report: its verdict, why it is not clean, what the
+ * contamination check read and what it could not read, each unread file with its size.
+ */
+export function integrityBlock(integrity?: RunIntegrity, evidence = 'Evidence: <a href="integrity.json">integrity.json</a>.'): string {
   if (!integrity) return '';
   const checks = `contamination check: ${integrity.contamination}${integrity.matched_items ? ` (${integrity.matched_items} hidden items found)` : ''}; review: ${integrity.review}${integrity.reviewer ? ` by ${integrity.reviewer}` : ''}`;
-  if (!integrity.flagged)
-    return `<p class="integrity">Integrity: ${escapeHtml(checks)}. Evidence: <a href="integrity.json">integrity.json</a>.</p>`;
-  return `<p class="integrity flagged" style="background:#fde8e8;border:1px solid #c0392b;padding:6px 10px"><b>Flagged</b>: ${escapeHtml(integrity.reasons.join('; '))}. The leaderboard scores it as its baseline unless told otherwise (<code>--flagged</code>). Evidence: <a href="integrity.json">integrity.json</a>.</p>`;
+  const coverage = integrity.coverage;
+  const read = coverage
+    ? `<p class="integrity-read">Read: ${coverage.read_files} files, ${formatBytes(coverage.read_bytes)}. Not read: ${coverage.unread.length === 0 ? 'nothing' : `${formatBytes(coverage.unread_bytes)} (${(coverage.unread_share * 100).toFixed(1)}% of the run's bytes; above ${coverage.incomplete_above_share * 100}% the check is incomplete)`}.</p>` +
+      (coverage.unread.length > 0
+        ? `<ul class="integrity-unread">${coverage.unread.map((u) => `<li><code>${escapeHtml(u.path)}</code> (${formatBytes(u.bytes)}): ${escapeHtml(u.reason)}</li>`).join('')}</ul>`
+        : '')
+    : '';
+  if (integrity.verdict === 'clean') {
+    const notes = integrity.reasons.length > 0 ? ` Noted: ${escapeHtml(integrity.reasons.join('; '))}.` : '';
+    return `<div class="integrity clean"><p>Integrity: <b>clean</b> (${escapeHtml(checks)}).${notes} ${evidence}</p>${read}</div>`;
+  }
+  const [label, colour] = integrity.verdict === 'flagged' ? ['Flagged', '#c0392b'] : ['Incomplete', '#b9770e'];
+  return (
+    `<div class="integrity ${integrity.verdict}" style="background:#fdf2e8;border:1px solid ${colour};padding:6px 10px">` +
+    `<p><b>${label}</b>: ${escapeHtml(integrity.reasons.join('; '))} (${escapeHtml(checks)}). Not clean: the leaderboard scores it as its baseline unless told otherwise (<code>--flagged</code>). ${evidence}</p>${read}</div>`
+  );
+}
+
+/** The run's integrity in the Markdown report: its verdict and why, what the check read and what it could not. */
+function integrityMarkdown(integrity: RunIntegrity): string {
+  const why = integrity.reasons.length > 0 ? `: ${integrity.reasons.join('; ')}` : '';
+  const coverage = integrity.coverage;
+  const read = coverage
+    ? ` Read ${coverage.read_files} files (${formatBytes(coverage.read_bytes)}); not read: ${
+        coverage.unread.length === 0 ? 'nothing' : coverage.unread.map((u) => `${u.path} (${formatBytes(u.bytes)}, ${u.reason})`).join(', ')
+      }.`
+    : '';
+  return `Integrity: **${integrity.verdict}**${why}.${read}`;
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(1)} ${units[unit]}`;
 }
 
 export function renderHtml(a: RunAnalysis, narrative?: string, timeline?: Timeline, usage?: RunUsage, integrity?: RunIntegrity): string {
@@ -316,7 +357,7 @@ ${timelineStyle}</style></head>
 <h1>Run ${escapeHtml(a.run.id)}</h1>
 <p>Task <b>${escapeHtml(a.run.task)}</b>, agent <b>${escapeHtml(who(a))}</b>; ${escapeHtml(a.run.state)}${a.run.end_reason ? ` (${escapeHtml(a.run.end_reason)})` : ''}.
 Raw record: <a href="events.jsonl">events.jsonl</a>, <a href="scores.json">scores.json</a>, <a href="summary.json">summary.json</a>.</p>
-${integrityLine(integrity)}
+${integrityBlock(integrity)}
 ${table(
   ['metric', 'value'],
   metricRows(a, usage).map(([k, v]) => [cell(k), cell(v)]),

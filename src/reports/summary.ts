@@ -30,6 +30,8 @@ export interface RunSummary {
   compute_seconds: number;
   rollout_episodes: number;
   wall_seconds: number;
+  /** What held the run to its disk quota: `kernel` (its own filesystem) or `walk (why)`; null for runs from before it was recorded. */
+  disk_quota_by: string | null;
 }
 
 /** The facts of one run from the store alone (what the final report and the demo print). */
@@ -64,5 +66,14 @@ export function summarizeRun(store: Store, runId: string): RunSummary {
     compute_seconds: round(usage.computeSeconds),
     rollout_episodes: usage.rolloutEpisodes,
     wall_seconds: round(((run.ended_at ?? Date.now()) - run.created_at) / 1000),
+    disk_quota_by: diskQuotaBy(store, runId),
   };
+}
+
+/** The run's `run/storage` event, as the report says it (docs/ARCHITECTURE.md, invariant 14). */
+function diskQuotaBy(store: Store, runId: string): string | null {
+  const event = store.listEvents(runId, 'run').find((e) => e.name === 'storage');
+  if (!event) return null;
+  const storage = JSON.parse(event.data) as { enforcement: string; reason?: string };
+  return storage.reason ? `${storage.enforcement} (${storage.reason})` : storage.enforcement;
 }

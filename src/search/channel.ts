@@ -79,6 +79,8 @@ export class SearchChannel {
     readonly socketPath: string,
     private readonly provider: SearchProvider,
     private readonly cache: SearchCache,
+    /** Whose answers the cache gives this channel: the run's own (its id), or the gradings'. */
+    private readonly cacheScope: string,
     readonly limit: number,
     /** Queries counted so far: those recorded before this server served the run, then this one's. */
     private counted: number,
@@ -94,6 +96,7 @@ export class SearchChannel {
     runDir: string;
     provider: SearchProvider;
     cache: SearchCache;
+    cacheScope: string;
     limit: number;
     counted: number;
     record: RecordEvent;
@@ -118,6 +121,7 @@ export class SearchChannel {
       socketPath,
       options.provider,
       options.cache,
+      options.cacheScope,
       options.limit,
       options.counted,
       options.record,
@@ -185,7 +189,7 @@ export class SearchChannel {
       );
     }
     const started = Date.now();
-    const cached = this.cache.get(this.provider.cacheId, query, topK);
+    const cached = this.cache.get(this.provider.cacheId, this.cacheScope, query, topK);
     // Only a query that must wait on the provider is refused as busy: a cached answer waits on nothing.
     if (!cached && this.inFlight >= maxSearchesInFlight) {
       throw new A2rlError(
@@ -219,7 +223,7 @@ export class SearchChannel {
     } finally {
       this.inFlight -= 1;
     }
-    this.cache.put(this.provider.cacheId, query, topK, results);
+    this.cache.put(this.provider.cacheId, this.cacheScope, query, topK, results);
     this.record('search', this.events.query, {
       query,
       top_k: topK,

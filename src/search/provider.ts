@@ -19,6 +19,8 @@ export interface SearchProvider {
   readonly cacheId: string;
   /** At most `topK` results for `query`; throws a {@link SearchProviderError} when the provider fails. */
   search(query: string, topK: number, signal: AbortSignal): Promise<SearchResult[]>;
+  /** Stops what the provider runs beside the server's thread (the local index's worker); queries waiting fail. */
+  close?(): Promise<void>;
 }
 
 /** How the operator configured search (`serve --search …`). */

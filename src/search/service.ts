@@ -11,8 +11,14 @@ import { createSearchProvider } from './providers/index.js';
 /** The Python client the sandbox imports (`from a2rl_search import search`), shown read-only under the workspace's lib/. */
 export const searchClientLibrary = { name: 'a2rl_search', source: join(packageRoot, 'src', 'search', 'client', 'a2rl_search') };
 
-/** The cache file under the server's home, shared by every run and server on it. */
+/** The cache file under the server's home, shared by every server on it; each run sees only its own answers. */
 export const searchCacheFile = 'search-cache.sqlite';
+
+/**
+ * The cache scope of every grading's queries: the server's own, asked by the graded checkpoints, never shown to an
+ * agent, so shared (a baseline and the runs' gradings of one task ask the provider once).
+ */
+export const gradingCacheScope = 'grading';
 
 /**
  * The server's search: one provider and the query cache, and a channel for each run whose budget allows queries.
@@ -39,6 +45,7 @@ export class SearchService {
       runDir: run.dir,
       provider: this.provider,
       cache: this.cache,
+      cacheScope: run.id,
       limit: run.limit,
       counted,
       record: run.record,
@@ -46,7 +53,7 @@ export class SearchService {
   }
 
   /**
-   * Opens a grading's channel in `dir`: answered from the same provider and cache as the runs', recorded in the graded
+   * Opens a grading's channel in `dir`: answered by the same provider as the runs', from the gradings' own cache, recorded in the graded
    * run's events as the server's own queries (`grading_query`), counted against no budget, never refused for the run's
    * sake (a baseline or a regrade may be graded after the run ended).
    */
@@ -55,6 +62,7 @@ export class SearchService {
       runDir: options.dir,
       provider: this.provider,
       cache: this.cache,
+      cacheScope: gradingCacheScope,
       limit: Number.POSITIVE_INFINITY,
       counted: 0,
       record: options.record,
@@ -70,6 +78,7 @@ export class SearchService {
   }
 
   close(): void {
+    void this.provider.close?.();
     this.cache.close();
   }
 }

@@ -26,8 +26,11 @@ const Database = require(workerData.sqlite);
 const db = new Database(workerData.path);
 db.pragma('busy_timeout = 5000');
 setInterval(() => {
-  const [{ log }] = db.pragma('wal_checkpoint(PASSIVE)');
-  if (log > workerData.maxLogFrames) db.pragma('wal_checkpoint(RESTART)');
+  // A checkpoint that fails (a full disk: the database file cannot grow) is tried again at the next interval.
+  try {
+    const [{ log }] = db.pragma('wal_checkpoint(PASSIVE)');
+    if (log > workerData.maxLogFrames) db.pragma('wal_checkpoint(RESTART)');
+  } catch {}
 }, workerData.intervalMs);
 `;
 
@@ -154,6 +157,23 @@ const migrations: string[] = [
      created_at INTEGER NOT NULL
    );
    CREATE INDEX integrity_checks_by_run ON integrity_checks(run_id, kind, id);`,
+  // A contamination check that could not finish is `incomplete`, never clean (issue 46); `failed` stays the review's.
+  `CREATE TABLE integrity_checks_v2 (
+     id INTEGER PRIMARY KEY,
+     run_id TEXT NOT NULL REFERENCES runs(id),
+     kind TEXT NOT NULL CHECK (kind IN ('contamination', 'review')),
+     verdict TEXT NOT NULL CHECK (verdict IN ('clean', 'suspect', 'flagged', 'incomplete', 'failed')),
+     checker TEXT NOT NULL,
+     details TEXT NOT NULL,
+     duration_ms INTEGER NOT NULL,
+     created_at INTEGER NOT NULL
+   );
+   INSERT INTO integrity_checks_v2 SELECT id, run_id, kind,
+     CASE WHEN kind = 'contamination' AND verdict = 'failed' THEN 'incomplete' ELSE verdict END,
+     checker, details, duration_ms, created_at FROM integrity_checks;
+   DROP TABLE integrity_checks;
+   ALTER TABLE integrity_checks_v2 RENAME TO integrity_checks;
+   CREATE INDEX integrity_checks_by_run ON integrity_checks(run_id, kind, id);`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -273,7 +293,8 @@ export interface EventRow {
 }
 
 export type IntegrityCheckKind = 'contamination' | 'review';
-export type IntegrityVerdict = 'clean' | 'suspect' | 'flagged' | 'failed';
+/** `incomplete`: a contamination check that did not finish or did not read enough; `failed`: a review whose answer could not be read. */
+export type IntegrityVerdict = 'clean' | 'suspect' | 'flagged' | 'incomplete' | 'failed';
 
 /** One integrity check of a run (src/integrity/): its verdict, who checked (checker and version, judge model and prompt), the evidence as JSON. */
 export interface IntegrityCheckRow {
@@ -341,6 +362,8 @@ export class Store {
   }
 
   private migrate(): void {
+    // Up to date: no write lock to wait for (a check's process opens the store while a busy server writes).
+    if (this.schemaVersion >= migrations.length) return;
     const upgrade = this.db.transaction(() => {
       for (let version = this.schemaVersion; version < migrations.length; version++) {
         this.db.exec(migrations[version]!);

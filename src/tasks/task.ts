@@ -74,6 +74,12 @@ const sharedFields = {
       minTokens: z.number().int().min(3).default(8),
       window: z.number().int().positive().default(64),
       flagAtItems: z.number().int().positive().default(3),
+      /**
+       * For a task with decoys: hidden items found beyond what the decoys found explain, in at least this share of its
+       * hidden set (plus a margin), flag a run whatever the decoy test says (a leak diluted in template draws hides
+       * from the test, not from that excess); src/integrity/verdict.ts.
+       */
+      flagAtShare: z.number().gt(0).lte(1).default(0.025),
       /** For a task with decoys (`<evalData>/decoys.jsonl`): flagged only when the decoy test's p is below this as well (src/integrity/verdict.ts). */
       flagBelowP: z.number().gt(0).lt(1).default(0.001),
     })

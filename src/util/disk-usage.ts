@@ -33,8 +33,8 @@ const sliceEntries = 2000;
 const maxDepth = ${maxWalkDepth};
 const walks = [];
 let scheduled = false;
-parentPort.on('message', ({ id, roots }) => {
-  const walk = { id, frames: [], seen: new Set(), bytes: 0, entries: 0, unmeasured: undefined, raced: false };
+parentPort.on('message', ({ id, roots, skip }) => {
+  const walk = { id, frames: [], seen: new Set(), bytes: 0, entries: 0, unmeasured: undefined, raced: false, skip: new Set(skip) };
   for (const root of roots) {
     let fd;
     try {
@@ -77,7 +77,8 @@ function count(walk, stat) {
 }
 function enter(walk, fd, depth) {
   try {
-    walk.frames.push({ fd, depth, names: readdirSync('/proc/self/fd/' + fd, { encoding: 'buffer' }), next: 0 });
+    const names = readdirSync('/proc/self/fd/' + fd, { encoding: 'buffer' });
+    walk.frames.push({ fd, depth, names: depth === 0 ? names.filter((name) => !walk.skip.has(name.toString('latin1'))) : names, next: 0 });
   } catch (error) {
     closeSync(fd);
     if (error.code !== 'ENOENT') walk.unmeasured = 'a folder could not be read (' + error.code + ')';
@@ -159,14 +160,15 @@ function startWalker(): Walker {
  * process (a fork of a large server blocks its loop for milliseconds): allocated blocks (a
  * sparse file counts what it really uses), each inode once (hard links, and trees named
  * twice), links not followed. Files deleted during the walk are skipped; what cannot be
- * measured is said in `unmeasured`, and a folder swapped during the walk in `raced`.
+ * measured is said in `unmeasured`, and a folder swapped during the walk in `raced`. Names in `skip` are
+ * left out where they lie directly in a root (a run's mounted filesystem, measured by the kernel instead).
  */
-export function diskUsage(roots: string[]): Promise<DiskUsage> {
+export function diskUsage(roots: string[], skip: string[] = []): Promise<DiskUsage> {
   const current = (walker ??= startWalker());
   const id = current.nextId++;
   return new Promise((resolve, reject) => {
     current.pending.set(id, { resolve, reject });
     current.worker.ref();
-    current.worker.postMessage({ id, roots });
+    current.worker.postMessage({ id, roots, skip });
   });
 }

@@ -2,6 +2,7 @@ import {
   type Stats,
   closeSync,
   constants,
+  fchownSync,
   fstatSync,
   ftruncateSync,
   lchownSync,
@@ -82,6 +83,12 @@ function openError(error: unknown, shown: string): A2rlError {
  * An open folder. Every operation takes one name (a single path component) or a list of
  * them, and looks it up from this folder without following links; `close()` when done.
  */
+/** Who a folder or file the server makes for someone else belongs to (a run's jobs: sandbox/job-identity.ts). */
+export interface Owner {
+  uid: number;
+  gid: number;
+}
+
 export class SafeDir {
   private constructor(
     readonly fd: number,
@@ -130,12 +137,15 @@ export class SafeDir {
     }
   }
 
-  /** The sub-folder at `names`, one component at a time; `create` makes missing folders on the way (mode 0755). */
-  openDir(names: string[], options: { create?: boolean } = {}): SafeDir {
+  /**
+   * The sub-folder at `names`, one component at a time; `create` makes missing folders on the way
+   * (mode 0755), given to `owner` where one is named.
+   */
+  openDir(names: string[], options: { create?: boolean; owner?: Owner } = {}): SafeDir {
     let dir: SafeDir = this;
     try {
       for (const name of names) {
-        if (options.create) dir.makeDir(name);
+        if (options.create) dir.makeDir(name, options.owner);
         const next = dir.child(name);
         if (dir !== this) dir.close();
         dir = next;
@@ -148,9 +158,10 @@ export class SafeDir {
   }
 
   /** Makes the folder `name` unless something of that name exists (whatever it is: the open that follows checks it). */
-  makeDir(name: string): void {
+  makeDir(name: string, owner?: Owner): void {
     try {
       mkdirSync(under(this.fd, name), 0o755);
+      if (owner) lchownSync(under(this.fd, name), owner.uid, owner.gid);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code !== 'EEXIST') throw openError(error, this.shownOf(name));
@@ -234,9 +245,9 @@ export class SafeDir {
   /**
    * Replaces `name` with `content` whole: written to a new file of a random name in this folder
    * (created exclusively, so nothing the agent planted there is written through), then
-   * renamed over it (a link in its place is replaced, never followed).
+   * renamed over it (a link in its place is replaced, never followed); given to `owner` where one is named.
    */
-  replaceFile(name: string, content: string): void {
+  replaceFile(name: string, content: string, owner?: Owner): void {
     const aside = `.a2rl-${randomBytes(8).toString('hex')}.tmp`;
     let fd: number;
     try {
@@ -245,6 +256,7 @@ export class SafeDir {
       throw openError(error, this.shownOf(name));
     }
     try {
+      if (owner) fchownSync(fd, owner.uid, owner.gid);
       const buffer = Buffer.from(content);
       for (let written = 0; written < buffer.length;) written += writeSync(fd, buffer, written, buffer.length - written);
       closeSync(fd);

@@ -1,5 +1,6 @@
 import { baselineGradeOf, bestSubmission, gradedSubmissions } from '../core/submissions.js';
 import { buildLeaderboard, type LeaderboardRow, runResults } from '../reports/leaderboard.js';
+import { runIntegrity } from '../integrity/verdict.js';
 import type { RunRow, Store } from '../store/store.js';
 import type { BudgetLimits } from '../tasks/budget.js';
 import type { DiskAccounts } from './disk.js';
@@ -88,11 +89,16 @@ export class ViewData {
     const best = bestSubmission(gradedSubmissions(this.store, row));
     const wallSeconds = ((row.ended_at ?? Date.now()) - row.created_at) / 1000;
     const disk = this.disk.reading(row);
+    // An ended run's verdict; its gain counts only when it is clean, as the leaderboard scores it.
+    const integrity = row.state === 'ended' ? runIntegrity(this.store, row.id) : undefined;
     const flags = [
       ...(row.infrastructure_failure ? [`infrastructure failure: ${row.infrastructure_failure}`] : []),
       ...(row.state === 'ended' && row.end_reason ? [row.end_reason] : []),
+      ...(integrity ? [integrity.contamination === 'unchecked' ? 'integrity: not checked yet' : `integrity: ${integrity.verdict}`] : []),
       ...(baseline ? [] : ['baseline not graded yet']),
-      ...(best !== null && baseline && best.public > baseline.public_score ? ['beats baseline'] : []),
+      ...(best !== null && baseline && best.public > baseline.public_score && (integrity?.verdict ?? 'clean') === 'clean'
+        ? ['beats baseline']
+        : []),
     ];
     return {
       id: row.id,
@@ -119,7 +125,7 @@ export class ViewData {
 
   /**
    * `a2rl leaderboard`'s rows, each with the runs behind it. Computed again only when a run ended, was marked an
-   * infrastructure failure or a grade arrived: its bootstrap costs milliseconds per row, and every open page asks.
+   * infrastructure failure, a grade arrived or a check was recorded: its bootstrap costs milliseconds per row, and every open page asks.
    */
   leaderboard(): LeaderboardEntry[] {
     const key = JSON.stringify(
@@ -127,7 +133,8 @@ export class ViewData {
         .prepare(
           `SELECT (SELECT COUNT(*) FROM runs WHERE state = 'ended') AS ended,
                   (SELECT COUNT(*) FROM runs WHERE infrastructure_failure IS NOT NULL) AS failed,
-                  (SELECT COALESCE(MAX(rowid), 0) FROM grades) AS grades`,
+                  (SELECT COALESCE(MAX(rowid), 0) FROM grades) AS grades,
+                  (SELECT COALESCE(MAX(id), 0) FROM integrity_checks) AS checks`,
         )
         .get(),
     );

@@ -1,12 +1,12 @@
 import type { RunRow, Store } from '../store/store.js';
-import { diskUsage } from '../util/disk-usage.js';
+import { measureRunFolder } from '../../sandbox/run-storage.js';
 
 /** How old a run's disk figure may get before the view measures it again (an ended run's is measured once). */
 const refreshMs = 15_000;
 
 /**
- * Runs' disk accounts as the view shows them: the run folder walked on the disk-usage thread (off the event
- * loop) plus what it stored in the shared stores, as the server's budget check counts it. A page never waits for
+ * Runs' disk accounts as the view shows them: the run folder measured as the server measures it (walked on the
+ * disk-usage thread, off the event loop; a mounted workspace filesystem by its kernel) plus what it stored in the shared stores, as the server's budget check counts it. A page never waits for
  * a walk: it shows the last figure and the next page or push shows the new one.
  */
 export class DiskAccounts {
@@ -30,7 +30,7 @@ export class DiskAccounts {
   private async measure(runId: string, dir: string): Promise<void> {
     this.walking.add(runId);
     try {
-      const walked = await diskUsage([dir]);
+      const walked = await measureRunFolder(dir);
       this.readings.set(runId, { used: walked.bytes + this.store.storedBytes(runId), at: Date.now() });
     } catch {
       // A run folder removed by the operator: the view shows no figure rather than fail the page.

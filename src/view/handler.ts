@@ -8,6 +8,7 @@ import type { Store } from '../store/store.js';
 import { statusOfCode } from '../mcp/transports/http/routes.js';
 import { A2rlError, isA2rlError } from '../util/errors.js';
 import { cliEntry, packageRoot } from '../util/paths.js';
+import { lowSpaceWarning } from '../store/disk-full.js';
 import { ViewData } from './data.js';
 import { DiskAccounts } from './disk.js';
 import { escapeHtml } from './html.js';
@@ -68,7 +69,7 @@ export function createView(options: ViewOptions): View {
     if (res.headersSent) return;
     const path = url.pathname.replace(/\/+$/, '') || '/';
     const after = Number(url.searchParams.get('after') ?? 0) || 0;
-    if (path === '/view') return send(res, 200, runsPage(data, runFilters(url)));
+    if (path === '/view') return send(res, 200, runsPage(data, runFilters(url), lowSpaceWarning(options.home)));
     if (path === '/view/leaderboard') return send(res, 200, leaderboardPage(data));
     if (path === '/view/leaderboard.json') return send(res, 200, JSON.stringify(data.leaderboard(), null, 2), 'application/json');
     if (path === '/view/live') {

@@ -1,4 +1,4 @@
-import { leaderboardColumns } from '../reports/leaderboard.js';
+import { flaggedPolicyText, leaderboardColumns } from '../reports/leaderboard.js';
 import type { ViewData } from './data.js';
 import { escapeHtml, page } from './html.js';
 
@@ -26,6 +26,7 @@ export function leaderboardPage(data: ViewData): string {
   const body =
     `<h1>Leaderboard</h1><p>Final score: the private score of each run’s best public submission (the baseline’s when it has none). ` +
     `CI: 95% percentile bootstrap of the mean over runs. Success: final score at least the task’s margin above the baseline. ` +
-    `The same figures as <code>a2rl leaderboard</code>; updated when a run ends.</p><div id="board">${leaderboardTable(data)}</div>`;
+    `The same figures as <code>a2rl leaderboard</code>; updated when a run ends or is checked.</p>` +
+    `<p class="policy">${escapeHtml(flaggedPolicyText('baseline'))}</p><div id="board">${leaderboardTable(data)}</div>`;
   return page({ title: 'Leaderboard', current: 'leaderboard', body, live: `/view/live?after=${data.lastEventId()}&board=1` });
 }

@@ -1,4 +1,6 @@
-import type { EventRow, JobRow, SubmissionRow } from '../store/store.js';
+import type { EventRow, JobRow, RunRow, SubmissionRow } from '../store/store.js';
+import { runIntegrity } from '../integrity/verdict.js';
+import { integrityBlock } from '../reports/render.js';
 import { submissionId } from '../core/submissions.js';
 import type { ViewData } from './data.js';
 import { budgetBar, cell, clock, escapeHtml, page, score } from './html.js';
@@ -93,6 +95,13 @@ export function budgetSection(data: ViewData, runId: string): string {
   );
 }
 
+/** The run's integrity verdict, what its check read and left unread, as its report shows them; none while it runs. */
+function integritySection(data: ViewData, run: RunRow): string {
+  if (run.state !== 'ended') return '<p class="none">checked when the run ends</p>';
+  const evidence = `Evidence: <a href="/view/runs/${encodeURIComponent(run.id)}/export/integrity.json">integrity.json</a>.`;
+  return integrityBlock(runIntegrity(data.store, run.id), evidence);
+}
+
 export async function runPage(data: ViewData, runId: string): Promise<string | undefined> {
   const run = data.store.getRun(runId);
   if (!run) return undefined;
@@ -123,6 +132,7 @@ export async function runPage(data: ViewData, runId: string): Promise<string | u
     ` <span class="muted">(written when opened, as <code>a2rl runs export ${escapeHtml(run.id)}</code> writes it)</span></p>` +
     `</div>` +
     `<section aria-labelledby="h-budget"><h2 id="h-budget">Budget and score</h2><div id="budget">${budgetSection(data, run.id)}</div></section>` +
+    `<section aria-labelledby="h-integrity"><h2 id="h-integrity">Integrity</h2><div id="integrity">${integritySection(data, run)}</div></section>` +
     `</div><div class="columns"><div>` +
     `<section aria-labelledby="h-jobs"><h2 id="h-jobs">Jobs</h2><div id="jobs">${cards.join('\n') || '<p class="none">none yet</p>'}</div></section>` +
     `<section aria-labelledby="h-rollouts"><h2 id="h-rollouts">Rollouts: mean reward over time</h2>` +

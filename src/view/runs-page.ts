@@ -43,7 +43,8 @@ function select(name: string, values: string[], chosen: string | undefined): str
   return `<label>${name} <select name="${name}">${options.join('')}</select></label>`;
 }
 
-export function runsPage(data: ViewData, filters: RunFilters): string {
+/** @param diskWarning why the home's disk is nearly full, shown above the runs; undefined while it has room. */
+export function runsPage(data: ViewData, filters: RunFilters, diskWarning?: string): string {
   const live = `/view/live?after=${data.lastEventId()}${Object.entries(filters)
     .map(([k, v]) => `&${k}=${encodeURIComponent(v)}`)
     .join('')}`;
@@ -69,7 +70,7 @@ export function runsPage(data: ViewData, filters: RunFilters): string {
     select('state', ['active', 'ended'], filters.state) +
     `<button type="submit">Filter</button></form>`;
   const body =
-    `<h1>Runs</h1>${form}<p class="muted">${shown.length} of ${all.length} runs; rows update as the runs change.</p>` +
+    `<h1>Runs</h1>${diskWarning ? `<p class="warning" role="alert">Warning: ${escapeHtml(diskWarning)}.</p>` : ''}${form}<p class="muted">${shown.length} of ${all.length} runs; rows update as the runs change.</p>` +
     `<div class="scroll"><table id="runs"><caption class="sr-only">Runs, newest first</caption><thead><tr>` +
     `<th scope="col">run</th><th scope="col">task</th><th scope="col">agent</th><th scope="col">driver model</th><th scope="col">state</th>` +
     `<th scope="col">budget</th><th scope="col">best public vs baseline</th><th scope="col">flags</th></tr></thead>` +

@@ -1,6 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { unmountStaleWorkspaces } from '../../sandbox/run-storage.js';
+import { ownerAlive } from '../../src/core/ownership.js';
+import { Store } from '../../src/store/store.js';
 import { cliEntry } from '../../src/util/paths.js';
 import { unlimitedCalls } from './mcp.js';
 
@@ -9,6 +12,7 @@ export const adminToken = 'test-admin-token';
 
 export interface HttpServer {
   child: ChildProcess;
+  home: string;
   url: string;
   port: number;
   exited: Promise<number | null>;
@@ -28,8 +32,10 @@ export async function startHttpServer(home: string, args: string[] = []): Promis
     const timer = setTimeout(() => reject(new Error(`server did not start: ${stderr}`)), 60_000);
     child.stderr!.on('data', (chunk: Buffer) => {
       stderr += chunk;
-      // Kept for the post-mortem of a failed test.
-      appendFileSync(join(home, 'server-stderr.log'), chunk);
+      // Kept for the post-mortem of a failed test; not while the home is full (test/redteam/disk-full.test.ts fills it).
+      try {
+        appendFileSync(join(home, 'server-stderr.log'), chunk);
+      } catch {}
       const match = /listening on (http:\/\/\S+)/.exec(stderr);
       if (match) {
         clearTimeout(timer);
@@ -38,10 +44,20 @@ export async function startHttpServer(home: string, args: string[] = []): Promis
     });
     void exited.then(() => reject(new Error(`server exited: ${stderr}`)));
   });
-  return { child, url, port: Number(new URL(url).port), exited, stderr: () => stderr };
+  return { child, home, url, port: Number(new URL(url).port), exited, stderr: () => stderr };
 }
 
 export async function killServer(server: HttpServer): Promise<void> {
   server.child.kill('SIGKILL');
   await server.exited;
+  // A killed server's workspace filesystems stay mounted until a server on its home recovers: taken down here, as then.
+  const store = new Store(join(server.home, 'store.sqlite'));
+  try {
+    await unmountStaleWorkspaces(server.home, (runId) => {
+      const owner = store.getRun(runId)?.owner;
+      return owner !== undefined && ownerAlive(owner);
+    });
+  } finally {
+    store.close();
+  }
 }

@@ -1,7 +1,14 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
 import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { processStartTime } from '../../sandbox/process-tree.js';
+import { unmountStaleWorkspaces } from '../../sandbox/run-storage.js';
+import { ownerAlive } from '../../src/core/ownership.js';
+import { checkInProgress } from '../../src/integrity/background.js';
 import { connectStdio } from '../../src/launch/client.js';
+import { Store } from '../../src/store/store.js';
 import { cliEntry } from '../../src/util/paths.js';
 
 export interface CallResult {
@@ -33,7 +40,31 @@ export async function startServer(options: {
     stderr: 'ignore',
     clientName: 'a2rl-test',
   });
+  // The SDK kills a server that has not exited 2 s after the client leaves: what it had mounted is taken down then.
+  const close = client.close.bind(client);
+  const pid = (client.transport as StdioClientTransport).pid;
+  client.close = async () => {
+    await close();
+    // A SIGKILL is sent, not waited for.
+    for (const deadline = Date.now() + 5000; pid && processStartTime(pid) !== undefined && Date.now() < deadline;) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    // A run's check outlives its server and reads the workspace: it unmounts it when done.
+    await unmountStaleWorkspaces(options.home, (runId) => {
+      const run = withStoreOf(options.home, (store) => store.getRun(runId));
+      return run !== undefined && (ownerAlive(run.owner) || checkInProgress(run.dir));
+    });
+  };
   return client;
+}
+
+function withStoreOf<T>(home: string, look: (store: Store) => T): T {
+  const store = new Store(join(home, 'store.sqlite'));
+  try {
+    return look(store);
+  } finally {
+    store.close();
+  }
 }
 
 export async function call(

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { LaunchedRun } from '../../src/launch/launcher.js';
@@ -11,12 +11,14 @@ import { withStore } from './harness.js';
 
 /**
  * The agent's jail holds no secret of the operator's (invariant 7): its environment is an
- * allow-list of the launcher's, and what it can reach on the shared network (every loopback
- * server) gives it nothing beyond its own run.
+ * allow-list of the launcher's, and of the host's loopback servers it reaches only its own run's,
+ * which gives it nothing beyond its own run.
  */
 
 const home = tempDir('redteam-secrets');
 const files = tempDir('redteam-secrets-files');
+// What --agent-bind shows a root launcher's agent, which runs as a uid of its own, must be readable by others.
+chmodSync(files, 0o755);
 /** The operator's HOME: its path is no secret, but nothing in a jail has any business naming it. */
 const operatorHome = tempDir('redteam-secrets-operator');
 const canary = `canary${randomBytes(8).toString('hex')}`;
@@ -194,7 +196,7 @@ describe('red team: the jail holds no secret of the launcher (invariant 7)', { t
   let operatorServer: ChildProcess | undefined;
   afterAll(() => void operatorServer?.kill('SIGTERM'));
 
-  it("a jailed agent probing every loopback server with every token it can find gets nothing beyond its own run, the launcher's full environment notwithstanding", async () => {
+  it("a jailed agent probing every loopback server it can find with every token it can find gets nothing beyond its own run, the launcher's full environment notwithstanding", async () => {
     // The operator's own serve --http on the same home, with an admin token, and a run of another agent on it.
     const adminToken = `admin-${randomBytes(16).toString('hex')}`;
     operatorServer = spawn(process.execPath, [cliEntry, '--home', home, 'serve', '--http', '--port', '0'], {
@@ -221,45 +223,45 @@ describe('red team: the jail holds no secret of the launcher (invariant 7)', { t
 
     const probe = join(files, 'probe.mjs');
     writeFileSync(probe, probeScript);
+    const operatorPort = Number(new URL(operatorUrl).port);
     const launched = await a2rl(
       [
         ...['run', '--agent', `command:${process.execPath} ${probe}`, '--task', 'micro-gsm8k', '--json', '--transport', 'http'],
         `--agent-bind=${files}`,
         `--agent-bind=${join(packageRoot, 'node_modules')}`,
+        '--agent-env=PROBE_PORTS',
       ],
-      { ...process.env, A2RL_ADMIN_TOKEN: adminToken, A2RL_RUN_TOKEN: other.token, A2RL_JUDGE_API_KEY: `judge-${canary}` },
+      {
+        ...process.env,
+        A2RL_ADMIN_TOKEN: adminToken,
+        A2RL_RUN_TOKEN: other.token,
+        A2RL_JUDGE_API_KEY: `judge-${canary}`,
+        // The operator's server, which the agent also tries, though its jail lists no such port.
+        PROBE_PORTS: String(operatorPort),
+      },
     );
     expect(launched.code, launched.stderr).toBe(0);
     const [run] = launched.runs as [LaunchedRun];
     const report = JSON.parse(readFileSync(join(home, 'runs', run.run_id, 'agent', 'work', 'probe.json'), 'utf8')) as ProbeReport;
 
     const ownPort = Number(new URL(report.own.url).port);
-    const operatorPort = Number(new URL(operatorUrl).port);
-    // The a2rl servers among the HTTP servers it found: the launcher's and the operator's, and any other on the host.
-    const a2rlPorts = report.results.filter((r) => r.path === '/healthz' && r.text === 'ok\n').map((r) => r.port);
-    expect(a2rlPorts).toEqual(expect.arrayContaining([ownPort, operatorPort]));
-    const a2rlResults = report.results.filter((result) => a2rlPorts.includes(result.port));
+    // Its jail has a network of its own: the one HTTP server it reaches is its own run's, forwarded into it; the
+    // operator's, and any other on the host's loopback, are out of reach.
+    expect(report.ports).toContain(operatorPort);
+    expect(report.httpPorts).toEqual([ownPort]);
+    const a2rlResults = report.results;
     // None of the operator's secrets was to be found.
     expect(report.candidates).not.toContain(adminToken);
     expect(report.candidates).not.toContain(other.token);
     expect(report.candidates.join(' ')).not.toContain(canary);
     expect(report.candidates).toContain(report.own.token);
-    // No run made: the launcher's server has no admin token at all, the operator's refuses every token found.
-    // Another a2rl server on the host (another test file's, running beside this one) refuses too, or is closing (503)
-    // or gone (no answer) by then.
-    const answers = (port: number, ...refusals: number[]) =>
-      port === ownPort || port === operatorPort ? refusals : [...refusals, 503, null];
+    // No run made: the launcher's server has no admin token at all.
     const creations = a2rlResults.filter((result) => result.method === 'POST' && result.path === '/runs');
-    for (const port of a2rlPorts) expect(creations.filter((result) => result.port === port)).toHaveLength(report.candidates.length + 1);
-    for (const result of creations) {
-      const refusals = result.port === ownPort ? [403] : result.port === operatorPort ? [401] : [401, 403];
-      expect(answers(result.port, ...refusals), JSON.stringify(result)).toContain(result.status);
-    }
-    // A session only with its own token, on its own run, at the server that serves it; every other token refused.
+    expect(creations).toHaveLength(report.candidates.length + 1);
+    for (const result of creations) expect(result.status, JSON.stringify(result)).toBe(403);
+    // A session only with its own token; every other token refused.
     for (const result of a2rlResults.filter((r) => r.path === '/mcp' || r.path === '/sse')) {
-      // Its own token at the operator's server (same home): the run is served elsewhere; at another home's: unknown.
-      const expected = result.token !== report.own.token ? 401 : result.port === ownPort ? 200 : result.port === operatorPort ? 409 : 401;
-      expect(answers(result.port, expected), JSON.stringify(result)).toContain(result.status);
+      expect(result.status, JSON.stringify(result)).toBe(result.token === report.own.token ? 200 : 401);
     }
     // What answers without a token names no run.
     for (const result of a2rlResults.filter((r) => r.path === '/metrics' || r.path === '/healthz')) {
@@ -276,6 +278,7 @@ describe('red team: the jail holds no secret of the launcher (invariant 7)', { t
 });
 
 interface ProbeReport {
+  ports: number[];
   httpPorts: number[];
   candidates: string[];
   own: { url: string; token: string };
@@ -284,7 +287,7 @@ interface ProbeReport {
 
 /**
  * The attacker: collects every string of its environment and configuration that could be a
- * token, finds every listening TCP port (the jail shares the host's network), calls every
+ * token, finds every listening TCP port its jail shows (and tries $PROBE_PORTS), calls every
  * endpoint of every HTTP server among them with each token, writes what it got to probe.json,
  * then works in its own run (so the run is a real one).
  */
@@ -306,6 +309,7 @@ for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
     if (fields[3] === '0A') ports.add(parseInt(fields[1].split(':').pop(), 16));
   }
 }
+for (const port of (env.PROBE_PORTS ?? '').split(',').filter(Boolean)) ports.add(Number(port));
 async function call(port, method, path, token, body, timeoutMs = 3000) {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), timeoutMs);
@@ -335,7 +339,7 @@ await Promise.all(httpPorts.map(async (port) => {
     results.push(await call(port, 'GET', '/sse', token));
   }
 }));
-writeFileSync('probe.json', JSON.stringify({ httpPorts, candidates: [...candidates], own: { url: env.A2RL_MCP_URL, token: env.A2RL_RUN_TOKEN }, results }, null, 2));
+writeFileSync('probe.json', JSON.stringify({ ports: [...ports], httpPorts, candidates: [...candidates], own: { url: env.A2RL_MCP_URL, token: env.A2RL_RUN_TOKEN }, results }, null, 2));
 const client = new Client({ name: 'probe', version: '1' });
 await client.connect(new StreamableHTTPClientTransport(new URL(env.A2RL_MCP_URL), { requestInit: { headers: { Authorization: 'Bearer ' + env.A2RL_RUN_TOKEN } } }));
 await client.listTools();

@@ -71,7 +71,9 @@ describe.each(['bwrap', 'docker'])('red team, the server on paths the agent cont
     writeFileSync(join(secretDir, marker), `${marker}\n`);
     ({ client, runId, workspace } = await stdioRun(home, backend, {
       budget: 'submissions=20,episodes=200',
-      serverArgs: ['--disk-quota', '40'],
+      // The disk walk's own defences (paths past its depth, trees swapped under it), as hosts without loop devices have
+      // them; where the kernel holds the quota, test/redteam/disk-quota.test.ts.
+      serverArgs: ['--disk-quota', '40', '--storage', 'walk'],
     }));
     // Another run's stored checkpoint, planted where the server keeps submissions: the prize of every attack below.
     await makeCheckpoint(client, 'output/victim', 1.02);

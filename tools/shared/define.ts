@@ -4,6 +4,7 @@ import type { CallToolResult, ServerNotification, ServerRequest, ToolAnnotations
 import { z } from 'zod';
 import { type HostPathView, inAgentView, isA2rlError } from '../../src/util/errors.js';
 import { packageRoot } from '../../src/util/paths.js';
+import { cannotRecord, isStoreFull } from '../../src/store/disk-full.js';
 import type { Run } from '../../src/core/run.js';
 
 export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -85,6 +86,12 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(definit
             const after = definition.annotations.readOnlyHint
               ? 'Nothing was changed; try again'
               : 'Part of it may have been done: look at what it would have changed (list_files, job_status, get_score) before trying again';
+            if (isStoreFull(error)) {
+              return {
+                isError: true,
+                content: [{ type: 'text', text: `[UNAVAILABLE] ${cannotRecord(`${after} later.`, error).message}` }],
+              };
+            }
             return {
               isError: true,
               content: [

@@ -25,6 +25,9 @@ export async function serveStdio(engine: Engine, run: Run): Promise<void> {
   engine.logger.info({ run: run.id, task: run.task.id }, 'serving MCP over stdio');
   const reason = await closed;
   engine.logger.info({ run: run.id, reason }, 'session over; finishing');
+  // Finishing waits for the baseline's grading and the contamination check (within the engine's grace). A client that
+  // ends this process meanwhile (the MCP SDK's sends TERM 2 s after closing stdin, KILL 2 s later) does not end the
+  // check: it runs in a session of its own and records its verdict (src/integrity/background.ts).
   await run.end(reason);
   await engine.close();
 }

@@ -1,32 +1,25 @@
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { A2rlError } from '../../util/errors.js';
 import { sha256 } from '../../util/hashing.js';
-import type { SearchProvider, SearchResult, SearchSettings } from '../provider.js';
+import { packageRoot } from '../../util/paths.js';
+import { type SearchProvider, SearchProviderError, type SearchResult, type SearchSettings } from '../provider.js';
+import { parseCorpus } from './bm25.js';
+import type { LocalSearchAnswer, LocalSearchRequest } from './local-worker.js';
 
-interface Document {
-  title: string;
-  text: string;
-  url: string;
-  length: number;
-}
-
-/** BM25's usual constants (Robertson and Zaragoza): term-frequency saturation and length normalisation. */
-const k1 = 1.2;
-const b = 0.75;
-/** How much of a document's text a result carries. */
-const snippetChars = 300;
-// A query's distinct terms scored: the scoring runs on the server's loop, and a long query of common words would
-// otherwise walk most of the corpus once per word.
-const maxQueryTerms = 32;
-
-const tokens = (text: string): string[] => text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+/** The worker's compiled entry: the same file whether the server runs from dist or its sources (tests build dist first). */
+const workerEntry = join(packageRoot, 'dist', 'src', 'search', 'providers', 'local-worker.js');
 
 /**
  * A BM25 index over a corpus on disk (JSONL, one `{"title", "text", "url"}` per line), for hosts with no search API
- * or runs that must not depend on one. Title and text are indexed together; ties keep the corpus's order.
+ * or runs that must not depend on one. The corpus is checked here, before the server starts; the index lives and
+ * ranks in a worker thread, so a run's queries never hold the server's event loop (invariant 9). Queries are ranked
+ * in the order they come, each run's at most 4 at once (the channel's bound), at most {@link maxWaiting} of all runs.
  */
 export function localProvider(settings: SearchSettings): SearchProvider {
-  if (!settings.corpus) {
+  const corpus = settings.corpus;
+  if (!corpus) {
     throw new A2rlError(
       'INVALID_INPUT',
       '--search local needs --search-corpus FILE: a JSONL file with one {"title", "text", "url"} per line.',
@@ -34,76 +27,113 @@ export function localProvider(settings: SearchSettings): SearchProvider {
   }
   let raw: string;
   try {
-    raw = readFileSync(settings.corpus, 'utf8');
+    raw = readFileSync(corpus, 'utf8');
   } catch (error) {
     throw new A2rlError(
       'NOT_FOUND',
-      `Cannot read the search corpus ${settings.corpus} (${(error as Error).message}); give an existing JSONL file to --search-corpus.`,
+      `Cannot read the search corpus ${corpus} (${(error as Error).message}); give an existing JSONL file to --search-corpus.`,
     );
   }
-  const documents: Document[] = [];
-  const postings = new Map<string, Array<{ doc: number; tf: number }>>();
-  raw.split('\n').forEach((line, index) => {
-    if (line.trim() === '') return;
-    const doc = parseLine(line, index + 1, settings.corpus!);
-    const terms = tokens(`${doc.title} ${doc.text}`);
-    const counts = new Map<string, number>();
-    for (const term of terms) counts.set(term, (counts.get(term) ?? 0) + 1);
-    for (const [term, tf] of counts) {
-      if (!postings.has(term)) postings.set(term, []);
-      postings.get(term)!.push({ doc: documents.length, tf });
-    }
-    documents.push({ ...doc, length: terms.length });
-  });
-  if (documents.length === 0)
-    throw new A2rlError(
-      'INVALID_INPUT',
-      `The search corpus ${settings.corpus} holds no documents; give a JSONL file with one {"title", "text", "url"} per line.`,
-    );
-  const averageLength = documents.reduce((sum, doc) => sum + doc.length, 0) / documents.length;
+  parseCorpus(raw, corpus);
+  const hash = sha256(raw);
+  const ranker = new LocalRanker(corpus, hash);
   return {
     name: 'local',
-    cacheId: `local@${sha256(raw)}`,
-    async search(query, topK) {
-      const scores = new Map<number, number>();
-      for (const term of [...new Set(tokens(query))].slice(0, maxQueryTerms)) {
-        const hits = postings.get(term) ?? [];
-        const idf = Math.log(1 + (documents.length - hits.length + 0.5) / (hits.length + 0.5));
-        for (const { doc, tf } of hits) {
-          const norm = tf + k1 * (1 - b + (b * documents[doc]!.length) / averageLength);
-          scores.set(doc, (scores.get(doc) ?? 0) + (idf * tf * (k1 + 1)) / norm);
-        }
-      }
-      return [...scores]
-        .sort(([docA, a], [docB, bScore]) => bScore - a || docA - docB)
-        .slice(0, topK)
-        .map(([doc]): SearchResult => {
-          const { title, text, url } = documents[doc]!;
-          return { title, snippet: text.length > snippetChars ? `${text.slice(0, snippetChars)}…` : text, url };
-        });
-    },
+    cacheId: `local@${hash}`,
+    search: (query, topK, signal) => ranker.rank(query, topK, signal),
+    close: () => ranker.close(),
   };
 }
 
-function parseLine(line: string, lineNumber: number, corpus: string): Omit<Document, 'length'> {
-  let value: unknown;
-  try {
-    value = JSON.parse(line);
-  } catch {
-    value = undefined;
-  }
-  const doc = value as Record<string, unknown> | undefined;
-  if (
-    !doc ||
-    typeof doc !== 'object' ||
-    typeof doc.title !== 'string' ||
-    typeof doc.text !== 'string' ||
-    (doc.url !== undefined && typeof doc.url !== 'string')
+/**
+ * Queries of all runs the worker may hold at once (8 runs' 4 each); more are refused at once, counted nothing. A
+ * deeper queue would only hold queries past the provider's 10 s timeout on a busy host.
+ */
+export const maxWaiting = 32;
+
+/** The worker and the queries waiting on it; a worker that dies is started again for the next query. */
+class LocalRanker {
+  private worker: Worker | undefined;
+  private nextId = 0;
+  private readonly waiting = new Map<number, { resolve: (results: SearchResult[]) => void; reject: (error: Error) => void }>();
+  /** Why no query can be answered any more (the corpus changed on disk), once the worker said so. */
+  private broken: string | undefined;
+
+  constructor(
+    private readonly corpus: string,
+    private readonly hash: string,
   ) {
-    throw new A2rlError(
-      'INVALID_INPUT',
-      `Line ${lineNumber} of the search corpus ${corpus} is not a JSON object with string "title" and "text" (and optionally "url"); fix or remove it.`,
-    );
+    // Indexed from the start, so that the first query does not wait for it.
+    this.start();
   }
-  return { title: doc.title, text: doc.text, url: typeof doc.url === 'string' ? doc.url : '' };
+
+  rank(query: string, topK: number, signal: AbortSignal): Promise<SearchResult[]> {
+    if (this.broken) return Promise.reject(new SearchProviderError(this.broken));
+    if (this.waiting.size >= maxWaiting) {
+      return Promise.reject(new SearchProviderError(`local search is busy: ${maxWaiting} queries wait on it already`));
+    }
+    const worker = this.worker ?? this.start();
+    const id = this.nextId++;
+    return new Promise<SearchResult[]>((resolve, reject) => {
+      const onAbort = () => {
+        this.settle(id, new SearchProviderError('local did not answer in time'));
+        // Not ranked when its turn comes: a timed-out query must not delay those still waited for.
+        this.worker?.postMessage({ abandoned: id } satisfies LocalSearchRequest);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.waiting.set(id, {
+        resolve: (results) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(results);
+        },
+        reject: (error) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      });
+      // The worker keeps the process alive only while a query waits on it.
+      if (this.waiting.size === 1) worker.ref();
+      worker.postMessage({ id, query, topK } satisfies LocalSearchRequest);
+    });
+  }
+
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    this.failAll(new SearchProviderError('local search stopped with the server'));
+    await worker?.terminate();
+  }
+
+  private start(): Worker {
+    const worker = new Worker(workerEntry, { workerData: { corpus: this.corpus, hash: this.hash } });
+    worker.unref();
+    worker.on('message', (answer: LocalSearchAnswer) => {
+      if ('failed' in answer) {
+        this.broken = answer.failed;
+        this.failAll(new SearchProviderError(answer.failed));
+      } else this.settle(answer.id, undefined, answer.results);
+    });
+    const gone = (why: string) => {
+      if (this.worker !== worker) return;
+      this.worker = undefined;
+      this.failAll(new SearchProviderError(why));
+    };
+    worker.on('error', () => gone('local search failed'));
+    worker.once('exit', () => gone('local search stopped'));
+    this.worker = worker;
+    return worker;
+  }
+
+  private settle(id: number, error: Error | undefined, results?: SearchResult[]): void {
+    const waiter = this.waiting.get(id);
+    if (!waiter) return; // Answered after its caller stopped waiting (a timeout).
+    this.waiting.delete(id);
+    if (this.waiting.size === 0) this.worker?.unref();
+    if (error) waiter.reject(error);
+    else waiter.resolve(results!);
+  }
+
+  private failAll(error: Error): void {
+    for (const id of [...this.waiting.keys()]) this.settle(id, error);
+  }
 }

@@ -105,6 +105,8 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
   );
 
   await engine.adoptOrphanedRuns();
+  // The runs whose check no server finished (killed mid-check, stopped before it started): checked in the background.
+  engine.checkUncheckedRuns();
   const adopter = setInterval(() => void engine.adoptOrphanedRuns(), adoptIntervalMs);
   adopter.unref();
   const idleSweeper = setInterval(
