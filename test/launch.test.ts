@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { tools } from '../tools/index.js';
@@ -30,6 +30,8 @@ const agentPath = `${bin}${delimiter}${process.env.PATH}`;
 /** One home for the stand-in runs, so the base model's baseline is graded once. */
 const home = tempDir('launch');
 const work = tempDir('launch-files');
+// What --agent-bind shows a root launcher's agent, which runs as a uid of its own, must be readable by others.
+chmodSync(work, 0o755);
 /**
  * What the stand-in needs in its jail beside its own folder: a2rl's built replay player, the MCP SDK and its replays,
  * and its STAND_IN_* settings from the launcher's environment (which passes no variable the operator does not name).
