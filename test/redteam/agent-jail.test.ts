@@ -12,7 +12,7 @@ import { jailNetworkPlan, startJailNetwork } from '../../src/launch/jail-network
 import type { LaunchedRun } from '../../src/launch/launcher.js';
 import { cliEntry, packageRoot, tasksRoot } from '../../src/util/paths.js';
 import { tempDir } from '../helpers/sandbox.js';
-import { withStore } from './harness.js';
+import { openForWriting, withStore } from './harness.js';
 
 /** `a2rl run` on a home; resolves with the exit code and the launched runs. */
 function a2rlRun(
@@ -87,25 +87,7 @@ describe('red team: the agent process is jailed (invariant 7)', { timeout: 300_0
   it('cannot change host kernel settings, and writes as an unprivileged uid of its own where the launcher is root (issue 45)', async () => {
     const home = tempDir('redteam-jail-uid');
     const probes = tempDir('redteam-jail-uid-probes');
-    // Opens every file under /proc/sys and /sys for writing and writes nothing: the open is the test, so a failure changes nothing.
-    writeFileSync(
-      join(probes, 'open.py'),
-      `import json, os
-tried, opened = 0, []
-for top in ("/proc/sys", "/sys"):
-    for root, dirs, files in os.walk(top):
-        for name in files:
-            path = os.path.join(root, name)
-            tried += 1
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
-            except OSError:
-                continue
-            os.close(fd)
-            opened.append(path)
-print(json.dumps({"tried": tried, "opened": opened}))
-`,
-    );
+    writeFileSync(join(probes, 'open.py'), openForWriting);
     // What --agent-bind shows a dropped agent must be readable by others.
     chmodSync(probes, 0o755);
     const attack = await a2rlRun(home, [

@@ -181,3 +181,24 @@ export async function runToEnd(client: Client, command: string): Promise<void> {
   const job = await waitJob(client, started.structured.job_id, 600);
   if (job.state !== 'succeeded') throw new Error(`the job ended ${job.state}: ${job.reason}`);
 }
+
+/**
+ * Opens every file under /proc/sys and /sys for writing and writes nothing: the open is the test,
+ * so a failing run never changes the machine. Links are not followed (O_NOFOLLOW).
+ */
+export const openForWriting = `
+import json, os
+tried, opened = 0, []
+for top in ("/proc/sys", "/sys"):
+    for root, dirs, files in os.walk(top):
+        for name in files:
+            path = os.path.join(root, name)
+            tried += 1
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            os.close(fd)
+            opened.append(path)
+print(json.dumps({"tried": tried, "opened": opened}))
+`;

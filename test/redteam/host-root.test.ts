@@ -12,7 +12,7 @@ import { prepareDocker } from '../helpers/docker.js';
 import { call, waitScore } from '../helpers/mcp.js';
 import { liveOwner, makeSandbox, run, tempDir } from '../helpers/sandbox.js';
 import { type LocalSlurm, localSlurmUnavailable, startLocalSlurm } from '../helpers/slurm.js';
-import { attack, backends, makeCheckpoint, stdioRun, waitBaseline, withStore } from './harness.js';
+import { attack, backends, makeCheckpoint, openForWriting, stdioRun, waitBaseline, withStore } from './harness.js';
 
 // Issue 45: a job must never be host root, host-global kernel settings must stay read-only, and a
 // setuid bit a job writes must do nothing and never leave the run. Run on every backend this host has.
@@ -21,27 +21,6 @@ const slurmUnavailable = localSlurmUnavailable();
 const isRoot = process.getuid?.() === 0;
 const setuidBit = 0o4000;
 const setgidBit = 0o2000;
-
-/**
- * Opens every file under /proc/sys and /sys for writing and writes nothing: the open is the test,
- * so a failing run never changes the machine. Links are not followed (O_NOFOLLOW).
- */
-const openForWriting = `
-import json, os
-tried, opened = 0, []
-for top in ("/proc/sys", "/sys"):
-    for root, dirs, files in os.walk(top):
-        for name in files:
-            path = os.path.join(root, name)
-            tried += 1
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
-            except OSError:
-                continue
-            os.close(fd)
-            opened.append(path)
-print(json.dumps({"tried": tried, "opened": opened}))
-`;
 
 const sandboxBackends: Array<{ name: string; unavailable?: string }> = [
   { name: 'bwrap' },
