@@ -631,9 +631,12 @@ while not os.path.exists("done"):
         expect.stringMatching(/^the agent never had the a2rl tools/),
         expect.stringMatching(/^the agent never had the a2rl tools/),
       ]);
-      // Counted apart, never as a result: with a run that worked beside them, the row has one run and two failures.
+      // Counted apart, never as a result, and always shown: alone they make a row of no run and two failures; with a
+      // run that worked beside them, the row has one run and two failures.
       const worked = { ...results[0]!, run_id: 'worked', infrastructure_failure: null };
-      expect(buildLeaderboard(results)).toEqual([]);
+      expect(buildLeaderboard(results)).toEqual([
+        expect.objectContaining({ agent: 'command', runs: 0, mean: null, infrastructure_failures: 2 }),
+      ]);
       expect(buildLeaderboard([...results, worked])).toEqual([
         expect.objectContaining({ agent: 'command', runs: 1, infrastructure_failures: 2 }),
       ]);
