@@ -73,3 +73,9 @@ export function signalAll(pids: number[], signal: NodeJS.Signals): void {
     }
   }
 }
+
+/** Whether the process an owner name (`<pid>-<start time>`, src/core/ownership.ts) names is still the one running. */
+export function ownerAlive(owner: string): boolean {
+  const [pid, startTime] = owner.split('-').map(Number);
+  return pid !== undefined && processStartTime(pid) === startTime;
+}

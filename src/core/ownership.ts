@@ -1,5 +1,5 @@
 import type { SandboxBackend } from '../../sandbox/contract.js';
-import { processStartTime } from '../../sandbox/process-tree.js';
+import { ownerAlive, processStartTime } from '../../sandbox/process-tree.js';
 import { eventRecorder } from '../store/events.js';
 import type { Store } from '../store/store.js';
 import type { Logger } from '../util/logger.js';
@@ -16,11 +16,6 @@ export function ownerOfThisProcess(): string {
 /** The owner name of a live process, e.g. a server this process started. */
 export function ownerOf(pid: number): string {
   return `${pid}-${processStartTime(pid) ?? 0}`;
-}
-
-export function ownerAlive(owner: string): boolean {
-  const [pid, startTime] = owner.split('-').map(Number);
-  return pid !== undefined && processStartTime(pid) === startTime;
 }
 
 export function ownerPid(owner: string): number {

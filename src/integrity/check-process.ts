@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { unmountWorkspace, workspaceMounted } from '../../sandbox/run-storage.js';
-import { ownerAlive } from '../core/ownership.js';
+import { ownerAlive } from '../../sandbox/process-tree.js';
 import { Store } from '../store/store.js';
 import { checkBusyExitCode, checkStoreExitCode, takeCheckLock } from './background.js';
 import { recordContaminationCheck } from './check.js';

@@ -9,10 +9,7 @@ import { ContaminationScan, type Evidence, HiddenIndex } from './hidden-index.js
 import { readDecoyItems, readHiddenItems } from './hidden-items.js';
 import { type ScanCoverage, scanRunSources } from './sources.js';
 import type { UnfinishedCheck } from './background.js';
-import { contaminationVerdict, coveredVerdict, decoyPValue } from './verdict.js';
-
-/** Names the method in every recorded check: a changed method is a new version, so old and new verdicts are told apart. */
-export const contaminationChecker = 'contamination/3';
+import { contaminationChecker, contaminationVerdict, coveredVerdict, decoyPValue } from './verdict.js';
 
 /** What a contamination check records (the row's details). */
 export interface ContaminationDetails {

@@ -1,6 +1,8 @@
 import type { IntegrityCheckRow, IntegrityVerdict, Store } from '../store/store.js';
-import { contaminationChecker } from './check.js';
 import { incompleteAboveUnreadShare, type ScanCoverage } from './sources.js';
+
+/** Names the method in every recorded check: a changed method is a new version, so old and new verdicts are told apart. */
+export const contaminationChecker = 'contamination/3';
 
 /**
  * The decoy test: were more hidden items found than drawing from the task's generator explains? Where a task's items

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { unmountStaleWorkspaces } from '../../sandbox/run-storage.js';
-import { ownerAlive } from '../../src/core/ownership.js';
+import { ownerAlive } from '../../sandbox/process-tree.js';
 import { Store } from '../../src/store/store.js';
 import { cliEntry } from '../../src/util/paths.js';
 import { unlimitedCalls } from './mcp.js';

@@ -1,4 +1,4 @@
-import { contaminationChecker } from '../../src/integrity/check.js';
+import { contaminationChecker } from '../../src/integrity/verdict.js';
 import type { IntegrityVerdict, Store } from '../../src/store/store.js';
 
 /**

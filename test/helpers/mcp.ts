@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { processStartTime } from '../../sandbox/process-tree.js';
 import { unmountStaleWorkspaces } from '../../sandbox/run-storage.js';
-import { ownerAlive } from '../../src/core/ownership.js';
+import { ownerAlive } from '../../sandbox/process-tree.js';
 import { checkInProgress } from '../../src/integrity/background.js';
 import { connectStdio } from '../../src/launch/client.js';
 import { Store } from '../../src/store/store.js';
