@@ -53,17 +53,9 @@ export interface ScanCoverage {
   unread_bytes: number;
   /** A folder's walk stopped short (the entry limit, names that are not UTF-8): what it left is not sized, so the share is 1. */
   walk_cut: boolean;
-  /** unread_bytes / source_bytes (1 when the workspace could not be opened or a walk was cut): above `incompleteAboveUnreadShare` the check did not see enough to call a run clean. */
+  /** unread_bytes / source_bytes (1 when the workspace could not be opened or a walk was cut): any share above 0 leaves the check `incomplete` (src/integrity/verdict.ts). */
   unread_share: number;
 }
-
-/**
- * Above this share of a run's bytes left unread, a check's verdict is `incomplete` unless it flagged the run: none. Every
- * file the check leaves unread (a compressed stream or archive member it cannot decode, an Arrow or Parquet file, a
- * file it cannot open) can hold what a job trains on, however small its share: a tolerated share was room to hide in
- * (a sparse `truncate -s 100G` file made 1% of anything). Shares are of bytes on disk (allocated blocks).
- */
-export const incompleteAboveUnreadShare = 0;
 
 const blockBytes = 16 * 2 ** 20;
 /** Each block is scanned with the end of the one before, so an item cut by a block boundary is still whole in one chunk. */

@@ -1,5 +1,5 @@
 import type { IntegrityCheckRow, IntegrityVerdict, Store } from '../store/store.js';
-import { incompleteAboveUnreadShare, type ScanCoverage } from './sources.js';
+import type { ScanCoverage } from './sources.js';
 
 /** Names the method in every recorded check: a changed method is a new version, so old and new verdicts are told apart. */
 export const contaminationChecker = 'contamination/3';
@@ -51,12 +51,12 @@ export function contaminationVerdict(matchedItems: number, flagAtItems: number, 
 
 /**
  * The check's verdict once what it could not read is weighed: hidden items found flag a run whatever else it held; else
- * more than `incompleteAboveUnreadShare` of the run's bytes unread (src/integrity/sources.ts counts them) leaves too
- * much unseen for any verdict but `incomplete`.
+ * anything left unread (src/integrity/sources.ts counts it, by bytes on disk) leaves the verdict `incomplete`: no share
+ * is tolerated, since any unread file can hold what a job trains on (a sparse `truncate -s 100G` made 1% of anything).
  */
 export function coveredVerdict(found: IntegrityVerdict, coverage: Pick<ScanCoverage, 'unread_share'>): IntegrityVerdict {
   if (found === 'flagged') return found;
-  return coverage.unread_share > incompleteAboveUnreadShare ? 'incomplete' : found;
+  return coverage.unread_share > 0 ? 'incomplete' : found;
 }
 
 /** At or above this p, the hidden items found are what chance gives (the decoys were found as often): nothing to show. */
@@ -113,9 +113,8 @@ export interface CheckCoverage {
   read_bytes: number;
   unread: Array<{ path: string; reason: string; bytes: number }>;
   unread_bytes: number;
-  /** Of the run's bytes; above `incompleteAboveUnreadShare` the check is incomplete. */
+  /** Of the run's bytes; above 0 the check is incomplete. */
   unread_share: number;
-  incomplete_above_share: number;
 }
 
 /** What reports, exports and the leaderboard show of a run's integrity: each check's latest verdict, and the run's. */
@@ -202,7 +201,6 @@ function checkCoverage(coverage: NonNullable<CheckFigures['coverage']>): CheckCo
     })),
     unread_bytes: coverage.unread_bytes ?? 0,
     unread_share: coverage.unread_share ?? 0,
-    incomplete_above_share: incompleteAboveUnreadShare,
   };
 }
 

@@ -293,7 +293,7 @@ export function integrityBlock(integrity?: RunIntegrity, evidence = 'Evidence: <
   const checks = `contamination check: ${integrity.contamination}${integrity.matched_items ? ` (${integrity.matched_items} hidden items found)` : ''}; review: ${integrity.review}${integrity.reviewer ? ` by ${integrity.reviewer}` : ''}`;
   const coverage = integrity.coverage;
   const read = coverage
-    ? `<p class="integrity-read">Read: ${coverage.read_files} files, ${formatBytes(coverage.read_bytes)}. Not read: ${coverage.unread.length === 0 ? 'nothing' : `${formatBytes(coverage.unread_bytes)} (${(coverage.unread_share * 100).toFixed(1)}% of the run's bytes; above ${coverage.incomplete_above_share * 100}% the check is incomplete)`}.</p>` +
+    ? `<p class="integrity-read">Read: ${coverage.read_files} files, ${formatBytes(coverage.read_bytes)}. Not read: ${coverage.unread.length === 0 ? 'nothing' : `${formatBytes(coverage.unread_bytes)} (${(coverage.unread_share * 100).toFixed(1)}% of the run's bytes: anything unread leaves the check incomplete)`}.</p>` +
       (coverage.unread.length > 0
         ? `<ul class="integrity-unread">${coverage.unread.map((u) => `<li><code>${escapeHtml(u.path)}</code> (${formatBytes(u.bytes)}): ${escapeHtml(u.reason)}</li>`).join('')}</ul>`
         : '')
