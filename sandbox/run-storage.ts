@@ -17,7 +17,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { type DiskUsage, diskUsage } from '../src/util/disk-usage.js';
+import { type DiskUsage, diskUsage, freeBytes } from '../src/util/disk-usage.js';
 
 /** The file in a run's folder that holds its workspace's filesystem. */
 export const workspaceImage = 'workspace.img';
@@ -338,8 +338,7 @@ export function imageOvercommitWarning(home: string, liveRunDirs: string[]): str
   }
   let free: number;
   try {
-    const fs = statfsSync(home);
-    free = fs.bavail * fs.bsize;
+    free = freeBytes(home);
   } catch {
     return undefined;
   }

@@ -10,7 +10,8 @@ import { gpuReport } from './doctor-gpu.js';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { freeBytes, lowSpaceWarning } from '../store/disk-full.js';
+import { lowSpaceWarning } from '../store/disk-full.js';
+import { freeBytes } from '../util/disk-usage.js';
 import { Store } from '../store/store.js';
 import { defaultHome } from '../util/paths.js';
 

@@ -1,4 +1,4 @@
-import { statfsSync } from 'node:fs';
+import { freeBytes } from '../util/disk-usage.js';
 import { A2rlError } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 
@@ -29,12 +29,6 @@ export function cannotRecord(after = 'Nothing was changed; try again later.', ca
   const why =
     typeof code === 'string' && code.startsWith('SQLITE_IOERR') ? "the server's disk failed (I/O error)" : "disk full on the server's home";
   return new A2rlError('UNAVAILABLE', `The server cannot record this call: ${why}. ${after}`, { cause });
-}
-
-/** Bytes free on the filesystem of `path` for whoever runs this process (root may use the blocks kept for it). */
-export function freeBytes(path: string): number {
-  const stats = statfsSync(path);
-  return (process.getuid?.() === 0 ? stats.bfree : stats.bavail) * stats.bsize;
 }
 
 /** A line warning that the home's disk is nearly full, or undefined while it has {@link lowFreeBytes} or more free. */

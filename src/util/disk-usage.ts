@@ -1,3 +1,4 @@
+import { statfsSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 
 export interface DiskUsage {
@@ -171,4 +172,10 @@ export function diskUsage(roots: string[], skip: string[] = []): Promise<DiskUsa
     current.worker.ref();
     current.worker.postMessage({ id, roots, skip });
   });
+}
+
+/** Bytes free on the filesystem of `path` for whoever runs this process (root may use the blocks kept for it). */
+export function freeBytes(path: string): number {
+  const stats = statfsSync(path);
+  return (process.getuid?.() === 0 ? stats.bfree : stats.bavail) * stats.bsize;
 }
