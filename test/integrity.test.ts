@@ -27,36 +27,16 @@ import { getTaskFile, listTaskIds, readTaskFile } from '../src/tasks/task.js';
 import { preparedAssetPaths } from '../src/tasks/assets.js';
 import { cliEntry, tasksRoot } from '../src/util/paths.js';
 import { fullTierPython } from './helpers/fixture-hub.js';
+import { freshRun as plantedRun } from './helpers/integrity.js';
 import { tempDir } from './helpers/sandbox.js';
 
 const homes: string[] = [];
 afterAll(() => homes.forEach((home) => rmSync(home, { recursive: true, force: true })));
 
-/** A fresh home with one ended run of `taskId` whose workspace is empty: what the test plants is all the run wrote. */
-function freshRun(
-  taskId: string,
-  home = tempDir('integrity'),
-  baseModel?: string,
-): { home: string; store: Store; runId: string; workspace: string } {
+/** A fresh home (removed after the file) with one ended run of `taskId` whose workspace is empty. */
+function freshRun(taskId: string, home = tempDir('integrity'), baseModel?: string) {
   homes.push(home);
-  const store = new Store(join(home, 'store.sqlite'));
-  const runId = `run-${taskId}`;
-  const dir = join(home, 'runs', runId);
-  mkdirSync(join(dir, 'workspace', 'code'), { recursive: true });
-  store.insertRun({
-    id: runId,
-    task_id: taskId,
-    label: 'planted',
-    budget: '{}',
-    dir,
-    sandbox: 'bwrap',
-    grader_version: 'test',
-    owner: 'none',
-    created_at: Date.now(),
-    ...(baseModel ? { base_model: baseModel } : {}),
-  });
-  store.endRun(runId, 'test', Date.now());
-  return { home, store, runId, workspace: join(dir, 'workspace') };
+  return plantedRun(taskId, home, baseModel);
 }
 
 function write(workspace: string, path: string, text: string): void {

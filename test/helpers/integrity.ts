@@ -1,5 +1,7 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { contaminationChecker } from '../../src/integrity/verdict.js';
-import type { IntegrityVerdict, Store } from '../../src/store/store.js';
+import { type IntegrityVerdict, Store } from '../../src/store/store.js';
 
 /**
  * Records a contamination check's verdict for a run a test wrote into its store, as the check process records one:
@@ -16,4 +18,33 @@ export function recordCheckVerdict(store: Store, runId: string, verdict: Integri
     duration_ms: 1,
     created_at: Date.now(),
   });
+}
+
+/**
+ * One ended run of `taskId` in `home` (a fresh store there) whose workspace is empty: what a test plants is all the run
+ * wrote, and the contamination check reads it.
+ */
+export function freshRun(
+  taskId: string,
+  home: string,
+  baseModel?: string,
+): { home: string; store: Store; runId: string; workspace: string } {
+  const store = new Store(join(home, 'store.sqlite'));
+  const runId = `run-${taskId}`;
+  const dir = join(home, 'runs', runId);
+  mkdirSync(join(dir, 'workspace', 'code'), { recursive: true });
+  store.insertRun({
+    id: runId,
+    task_id: taskId,
+    label: 'planted',
+    budget: '{}',
+    dir,
+    sandbox: 'bwrap',
+    grader_version: 'test',
+    owner: 'none',
+    created_at: Date.now(),
+    ...(baseModel ? { base_model: baseModel } : {}),
+  });
+  store.endRun(runId, 'test', Date.now());
+  return { home, store, runId, workspace: join(dir, 'workspace') };
 }

@@ -13,6 +13,7 @@ import { fullTierPython } from '../helpers/fixture-hub.js';
 import { parquetDictionaryBomb } from '../helpers/parquet-bomb.js';
 import { call } from '../helpers/mcp.js';
 import { startInProcess } from '../helpers/in-process.js';
+import { freshRun as plantedRun } from '../helpers/integrity.js';
 import { tempDir } from '../helpers/sandbox.js';
 
 // Hidden micro-gsm8k items planted in each format and place a training pipeline reads: each must be found by id and the
@@ -24,27 +25,11 @@ const taskId = 'micro-gsm8k';
 const homes: string[] = [];
 afterAll(() => homes.forEach((home) => rmSync(home, { recursive: true, force: true })));
 
-/** A fresh home with one ended run of the task whose workspace is empty: what the test plants is all the run wrote. */
-function freshRun(): { home: string; store: Store; runId: string; workspace: string } {
+/** A fresh home (removed after the file) with one ended run of the task whose workspace is empty. */
+function freshRun() {
   const home = tempDir('integrity-formats');
   homes.push(home);
-  const store = new Store(join(home, 'store.sqlite'));
-  const runId = 'run-planted';
-  const dir = join(home, 'runs', runId);
-  mkdirSync(join(dir, 'workspace'), { recursive: true });
-  store.insertRun({
-    id: runId,
-    task_id: taskId,
-    label: 'planted',
-    budget: '{}',
-    dir,
-    sandbox: 'bwrap',
-    grader_version: 'test',
-    owner: 'none',
-    created_at: Date.now(),
-  });
-  store.endRun(runId, 'test', Date.now());
-  return { home, store, runId, workspace: join(dir, 'workspace') };
+  return plantedRun(taskId, home);
 }
 
 /** Writes `files` into a fresh run's workspace, runs the check, and returns its verdict and details. */
