@@ -27,7 +27,7 @@ import { getTaskFile, listTaskIds, readTaskFile } from '../src/tasks/task.js';
 import { preparedAssetPaths } from '../src/tasks/assets.js';
 import { cliEntry, tasksRoot } from '../src/util/paths.js';
 import { fullTierPython } from './helpers/fixture-hub.js';
-import { freshRun as plantedRun } from './helpers/integrity.js';
+import { evalLines, freshRun as plantedRun } from './helpers/integrity.js';
 import { tempDir } from './helpers/sandbox.js';
 
 const homes: string[] = [];
@@ -56,13 +56,7 @@ function recordWriteFile(store: Store, runId: string, path: string, content: str
   });
 }
 
-const evalRows = (evalDir: string) =>
-  ['public', 'private'].flatMap((half) =>
-    readFileSync(join(evalDir, `${half}.jsonl`), 'utf8')
-      .split('\n')
-      .filter((line) => line.trim() !== '')
-      .map((line) => ({ line, row: JSON.parse(line) as Record<string, unknown> })),
-  );
+const evalRows = (evalDir: string) => evalLines(evalDir).map((line) => ({ line, row: JSON.parse(line) as Record<string, unknown> }));
 
 /**
  * The four ways an item is planted, in turn: its eval line verbatim; its text with other whitespace; in a numbered list

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { contaminationChecker } from '../../src/integrity/verdict.js';
 import { type IntegrityVerdict, Store } from '../../src/store/store.js';
@@ -47,4 +47,13 @@ export function freshRun(
   });
   store.endRun(runId, 'test', Date.now());
   return { home, store, runId, workspace: join(dir, 'workspace') };
+}
+
+/** The lines of a task's evaluation set, public half then private, in the order of the files (the hidden items' order). */
+export function evalLines(evalDir: string): string[] {
+  return ['public', 'private'].flatMap((half) =>
+    readFileSync(join(evalDir, `${half}.jsonl`), 'utf8')
+      .split('\n')
+      .filter((line) => line.trim() !== ''),
+  );
 }

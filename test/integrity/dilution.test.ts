@@ -9,6 +9,7 @@ import { runIntegrity } from '../../src/integrity/verdict.js';
 import { Store } from '../../src/store/store.js';
 import { getTaskFile } from '../../src/tasks/task.js';
 import { tasksRoot } from '../../src/util/paths.js';
+import { evalLines } from '../helpers/integrity.js';
 import { tempDir } from '../helpers/sandbox.js';
 
 const homes: string[] = [];
@@ -71,11 +72,7 @@ describe('dilution: a leak is flagged by how many more hidden items than decoys 
     const hidden = readHiddenItems(evalDir);
     const index = new HiddenIndex(hidden, { n: 13, minTokens: 8, window: 64 });
     index.markPublic(readFileSync(join(tasksRoot, 'micro-gsm8k', file.trainData, 'train.jsonl'), 'utf8'));
-    const evalLines = ['public', 'private'].flatMap((half) =>
-      readFileSync(join(evalDir, `${half}.jsonl`), 'utf8')
-        .split('\n')
-        .filter((line) => line.trim() !== ''),
-    );
+    const evalSet = evalLines(evalDir);
     const chosen = [...index.matchable()]
       .sort((a, b) => a - b)
       .filter((_, rank) => rank % 17 === 3)
@@ -83,7 +80,7 @@ describe('dilution: a leak is flagged by how many more hidden items than decoys 
     expect(chosen).toHaveLength(20);
     const drawn = drawQuestions(20_000, 1);
     // The planted lines spread through the draws, one every thousand.
-    const lines = drawn.flatMap((line, n) => (n % 1000 === 500 ? [evalLines[chosen[n / 1000 - 0.5]!]!, line] : [line]));
+    const lines = drawn.flatMap((line, n) => (n % 1000 === 500 ? [evalSet[chosen[n / 1000 - 0.5]!]!, line] : [line]));
     expect(lines).toHaveLength(20_020);
 
     const { verdict, details, integrity } = checkTrainingData(lines);

@@ -13,7 +13,7 @@ import { fullTierPython } from '../helpers/fixture-hub.js';
 import { parquetDictionaryBomb } from '../helpers/parquet-bomb.js';
 import { call } from '../helpers/mcp.js';
 import { startInProcess } from '../helpers/in-process.js';
-import { freshRun as plantedRun } from '../helpers/integrity.js';
+import { evalLines, freshRun as plantedRun } from '../helpers/integrity.js';
 import { tempDir } from '../helpers/sandbox.js';
 
 // Hidden micro-gsm8k items planted in each format and place a training pipeline reads: each must be found by id and the
@@ -63,11 +63,7 @@ const evalDir = join(tasksRoot, taskId, file.evalData);
 const hidden = readHiddenItems(evalDir);
 const index = new HiddenIndex(hidden, { n: 13, minTokens: 8, window: 64 });
 index.markPublic(readFileSync(join(tasksRoot, taskId, file.trainData, 'train.jsonl'), 'utf8'));
-const lines = ['public', 'private'].flatMap((half) =>
-  readFileSync(join(evalDir, `${half}.jsonl`), 'utf8')
-    .split('\n')
-    .filter((line) => line.trim() !== ''),
-);
+const lines = evalLines(evalDir);
 const chosen = [...index.matchable()]
   .sort((a, b) => a - b)
   .filter((_, rank) => rank % 30 === 7)
