@@ -7,7 +7,7 @@ import { defineConfig } from 'vitest/config';
  * follow. Two files run at once, each worker taking the next file when one ends: the long ones starting first keep
  * both busy to the end instead of leaving one long file alone on the machine.
  */
-const longestFirst = ['full-tier-smoke', 'e2e', 'python', 'agents'].map((name) => `/test/${name}.test.ts`);
+const longestFirst = ['full-tier-smoke', 'e2e', 'python', 'agents', 'cgroup-v2', 'suite'].map((name) => `/test/${name}.test.ts`);
 
 class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {

@@ -32,8 +32,9 @@ check "the NVIDIA driver sees a GPU"
 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader ||
   fail "nvidia-smi sees no GPU: install the NVIDIA driver (580 or newer for CUDA 13.0, the pinned torch's)"
 
-check "the GPU runtime builds (scripts/setup.sh, A2RL_FULL_GPU=1)"
-A2RL_FULL_GPU=1 sh scripts/setup.sh || fail "setup failed (its error is above)"
+# Offline: A2RL_WHEELS=DIR/wheels from `a2rl prepare --bundle DIR` on a machine with an index (docs/operating.md).
+check "the GPU runtime builds (scripts/setup.sh full, A2RL_FULL_GPU=1${A2RL_WHEELS:+, wheels from $A2RL_WHEELS})"
+A2RL_FULL_GPU=1 sh scripts/setup.sh full || fail "setup failed (its error is above)"
 
 check "the runtime uses the GPU outside the sandbox (python -m hflm.gpu)"
 PYTHONPATH=tasks .venv-full/bin/python -m hflm.gpu || fail "the probe's FAILED line above says why"

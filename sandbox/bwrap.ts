@@ -4,6 +4,7 @@ import { availableParallelism } from 'node:os';
 import { join, posix } from 'node:path';
 import { A2rlError } from '../src/util/errors.js';
 import { cgroupsUnavailableReason, JobCgroup, slowCgroupMovesReason, sweepCgroups } from './cgroup.js';
+import { gpuDeviceArgs } from './gpu-devices.js';
 import { giveWritableMounts, type JobIdentity, jobIdentity } from './job-identity.js';
 import { processTree, signalAll } from './process-tree.js';
 import type { ExecOptions, ExitStatus, ResourceUsage, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from './contract.js';
@@ -30,7 +31,7 @@ export function setprivMissingReason(): string | undefined {
 
 /**
  * Bubblewrap: a fresh set of namespaces per job (no network, own pids, own mounts), the
- * job in a cgroup of its own for limits and CPU accounting where cgroup v1 is writable.
+ * job in a cgroup of its own for limits and CPU accounting where cgroups are writable (v1, or a v2 subtree).
  */
 export class BubblewrapBackend implements SandboxBackend {
   readonly name = 'bwrap';
@@ -49,7 +50,7 @@ export class BubblewrapBackend implements SandboxBackend {
   }
 
   async create(spec: SandboxSpec): Promise<SandboxInstance> {
-    giveWritableMounts(spec);
+    await giveWritableMounts(spec);
     return new BubblewrapInstance(spec, this.group, this.bwrapPath);
   }
 
@@ -151,6 +152,8 @@ export function bubblewrapArgs(
     ...spec.env,
     ...options.env,
     CUDA_VISIBLE_DEVICES: Array.from({ length: gpuDevices.count }, (_, i) => i).join(','),
+    // The job's GPUs are numbered as nvidia-smi numbers them, by PCI bus id (sandbox/gpu-devices.ts).
+    ...(gpuDevices.count > 0 ? { CUDA_DEVICE_ORDER: 'PCI_BUS_ID' } : {}),
   };
   const identity = jobIdentity(spec.name);
   const args = [
@@ -249,16 +252,6 @@ export const asRoot = [
 /** Namespaces for a server that is not root: a user namespace, in which the job's uid maps to the server's own. */
 const asUser = ['--unshare-all', '--cap-drop', 'ALL', '--uid', String(sandboxUid), '--gid', String(sandboxUid)];
 
-/** The device arguments that give a job the host's GPUs of these indices. */
-function gpuDeviceArgs(gpus: number[]): string[] {
-  const args: string[] = [];
-  for (const gpu of gpus) args.push('--dev-bind', `/dev/nvidia${gpu}`, `/dev/nvidia${gpu}`);
-  if (gpus.length > 0) {
-    for (const device of ['nvidiactl', 'nvidia-uvm', 'nvidia-uvm-tools']) args.push('--dev-bind-try', `/dev/${device}`, `/dev/${device}`);
-  }
-  return args;
-}
-
 class BubblewrapProcess implements SandboxProcess {
   readonly exited: Promise<ExitStatus>;
   private readonly startedAt = Date.now();
@@ -314,8 +307,21 @@ class BubblewrapProcess implements SandboxProcess {
     // Signals go to the job's own processes first: bwrap then exits by itself and reports
     // the job's status. Killing bwrap first would tear the sandbox down without a word.
     const ownProcesses = () => this.jobPids().filter((pid) => !isBubblewrap(pid));
-    signalAll(ownProcesses(), 'SIGTERM');
-    if ((await this.exitWithin(graceMs)) === 'exited') return this.exited;
+    // A job stopped as it starts (an exec cancelled at once) may have no process of its own yet, bwrap still setting
+    // up: those that appear during the grace get TERM too, so the command never runs on past its stop.
+    const termed = new Set<number>();
+    const terminateNew = () => {
+      const fresh = ownProcesses().filter((pid) => !termed.has(pid));
+      for (const pid of fresh) termed.add(pid);
+      signalAll(fresh, 'SIGTERM');
+    };
+    terminateNew();
+    const sweep = setInterval(terminateNew, 100);
+    try {
+      if ((await this.exitWithin(graceMs)) === 'exited') return this.exited;
+    } finally {
+      clearInterval(sweep);
+    }
     signalAll(ownProcesses(), 'SIGKILL');
     if ((await this.exitWithin(1000)) === 'exited') return this.exited;
     signalAll(this.jobPids(), 'SIGKILL');

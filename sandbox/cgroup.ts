@@ -1,13 +1,30 @@
 import { accessSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { signalAll } from './process-tree.js';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { ResourceUsage } from './contract.js';
 
 const controllers = ['memory', 'cpu', 'cpuacct', 'pids'] as const;
 export type Controller = (typeof controllers)[number];
+/** The cgroup v2 controllers a job's limits need (CPU time is in every v2 cgroup's cpu.stat). */
+const v2Controllers = ['memory', 'cpu', 'pids'] as const;
+
+/**
+ * Where processes of a cgroup v2 folder that must hand it over go (the no-internal-process rule: a cgroup that
+ * gives its children controllers holds no process itself): the server's own processes, and a Docker container's.
+ */
+export const leafNames = { server: 'a2rl-server', container: 'a2rl-init' } as const;
 
 /** Checks, one event-loop turn apart, for a job's last processes to leave before waiting a millisecond and more. */
 const quickChecks = 20;
+
+/**
+ * Where job cgroups are made: cgroup v1, one folder per controller; or cgroup v2, one folder of the unified
+ * hierarchy (every controller maps to it) whose controllers are handed to its children.
+ */
+export interface CgroupBase {
+  version: 1 | 2;
+  dirs: Map<Controller, string>;
+}
 
 interface CgroupMount {
   fsType: 'cgroup' | 'cgroup2';
@@ -39,11 +56,18 @@ function ownMountinfo(): string {
   }
 }
 
+function readText(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
 /** Where each cgroup v1 controller is mounted. */
-function controllerMounts(): Map<Controller, string> | undefined {
-  const mountinfo = ownMountinfo();
+function controllerMounts(mounts: CgroupMount[]): Map<Controller, string> | undefined {
   const found = new Map<Controller, string>();
-  for (const mount of cgroupMounts(mountinfo).filter((m) => m.fsType === 'cgroup')) {
+  for (const mount of mounts.filter((m) => m.fsType === 'cgroup')) {
     for (const option of mount.options) {
       const controller = controllers.find((c) => c === option);
       if (controller && !found.has(controller)) found.set(controller, mount.mountPoint);
@@ -52,51 +76,146 @@ function controllerMounts(): Map<Controller, string> | undefined {
   return controllers.every((controller) => found.has(controller)) ? found : undefined;
 }
 
-/** The cgroup folder of a process in each controller, or undefined where one is missing or not writable. */
-export function cgroupDirsOf(pid: number | 'self'): Map<Controller, string> | undefined {
-  const mounts = controllerMounts();
-  let membership: string;
-  try {
-    membership = readFileSync(`/proc/${pid}/cgroup`, 'utf8');
-  } catch {
-    return undefined;
-  }
-  if (!mounts) return undefined;
+/**
+ * A process's cgroups, where job cgroups can be made under them: v1 when its four controllers are mounted (a hybrid
+ * host's empty unified hierarchy aside), else v2. In v2 a folder named after a leaf ({@link leafNames}) stands for its
+ * parent, which handed its processes over. A reason where neither works.
+ */
+function locate(pid: number | 'self'): CgroupBase | { reason: string } {
+  const membership = readText(`/proc/${pid}/cgroup`);
+  if (membership === undefined) return { reason: `process ${pid} is gone` };
+  const mounts = cgroupMounts(ownMountinfo());
   const paths = new Map<string, string>();
   for (const line of membership.trim().split('\n')) {
-    const [, names, path] = line.split(':');
-    for (const name of names?.split(',') ?? []) paths.set(name, path ?? '/');
+    const [id, names, path] = line.split(':');
+    if (id === '0' && names === '') paths.set('', path ?? '/');
+    for (const name of names?.split(',') ?? []) if (name) paths.set(name, path ?? '/');
   }
-  const dirs = new Map<Controller, string>();
-  for (const [controller, mountPoint] of mounts) {
-    const dir = join(mountPoint, paths.get(controller) ?? '/');
-    try {
-      accessSync(dir, constants.W_OK);
-    } catch {
-      return undefined;
+  const v1 = controllerMounts(mounts);
+  if (v1) {
+    const dirs = new Map<Controller, string>();
+    for (const [controller, mountPoint] of v1) {
+      const dir = join(mountPoint, paths.get(controller) ?? '/');
+      if (!writable(dir)) return { reason: `the cgroup v1 folder ${dir} is not writable (run the server as root)` };
+      dirs.set(controller, dir);
     }
-    dirs.set(controller, dir);
+    return { version: 1, dirs };
   }
-  return dirs;
+  const unified = mounts.find((mount) => mount.fsType === 'cgroup2');
+  if (!unified) return { reason: 'neither cgroup v1 controllers (memory, cpu, cpuacct, pids) nor a cgroup v2 hierarchy are mounted' };
+  let dir = join(unified.mountPoint, paths.get('') ?? '/');
+  if ((Object.values(leafNames) as string[]).includes(basename(dir))) dir = dirname(dir);
+  const available = (readText(join(dir, 'cgroup.controllers')) ?? '').trim().split(/\s+/);
+  const missing = v2Controllers.filter((controller) => !available.includes(controller));
+  if (missing.length > 0) {
+    return {
+      reason: `the cgroup v2 folder ${dir} was not given the ${missing.join(', ')} controller(s): ${delegationAdvice}`,
+    };
+  }
+  if (![dir, join(dir, 'cgroup.procs'), join(dir, 'cgroup.subtree_control')].every(writable)) {
+    return { reason: `the cgroup v2 folder ${dir} is not writable by this user: ${delegationAdvice}` };
+  }
+  return { version: 2, dirs: new Map(controllers.map((controller) => [controller, dir])) };
+}
+
+/** How an operator gives the server a cgroup v2 subtree of its own (docs/operating.md, "Hosts"). */
+const delegationAdvice =
+  'run the server as a systemd service with Delegate=yes, or under systemd-run --scope -p Delegate=yes (add --user when not root)';
+
+function writable(path: string): boolean {
+  try {
+    accessSync(path, constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The cgroups of a process where job cgroups can be made under them (a Docker container's), or undefined. */
+export function cgroupBaseOf(pid: number | 'self'): CgroupBase | undefined {
+  const found = locate(pid);
+  return 'reason' in found ? undefined : found;
 }
 
 /**
- * Where this process sits in each cgroup v1 hierarchy, so job cgroups nest under ours and
- * inherit whatever limits the host already puts on us.
+ * Hands a cgroup v2 folder's memory, cpu and pids controllers to its children. The kernel refuses while the folder
+ * itself holds processes (EBUSY; the root cgroup excepted): they move into the leaf `leaf` first, those forked
+ * meanwhile too, and the write is retried (the kernel may still see a moved process for a moment).
  */
-function discoverHierarchies(): Map<Controller, string> | undefined {
-  return cgroupDirsOf('self');
+export function delegateControllers(dir: string, leaf: string): void {
+  const enable = () => writeFileSync(join(dir, 'cgroup.subtree_control'), v2Controllers.map((c) => `+${c}`).join(' '));
+  const enabled = (readText(join(dir, 'cgroup.subtree_control')) ?? '').trim().split(/\s+/);
+  if (v2Controllers.every((controller) => enabled.includes(controller))) return;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      enable();
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EBUSY' || attempt >= 50) {
+        throw new Error(`cannot give the controllers of ${dir} to its children: ${(error as Error).message}`, { cause: error });
+      }
+    }
+    mkdirSync(join(dir, leaf), { recursive: true });
+    for (const pid of (readText(join(dir, 'cgroup.procs')) ?? '').split('\n').filter(Boolean)) {
+      try {
+        writeFileSync(join(dir, leaf, 'cgroup.procs'), pid);
+      } catch {
+        // Exited meanwhile.
+      }
+    }
+  }
 }
 
-let hierarchies: Map<Controller, string> | undefined | null = null;
+/**
+ * Where this process's job cgroups go, so they nest under ours and inherit whatever limits the host already puts on
+ * us. In v2 the server's own cgroup is the delegated subtree: its controllers go to its children, and the server
+ * moves into the leaf `a2rl-server` to allow that.
+ */
+function discoverHierarchies(): CgroupBase | { reason: string } {
+  const found = locate('self');
+  if ('reason' in found || found.version === 1) return found;
+  const dir = found.dirs.get('memory')!;
+  try {
+    delegateControllers(dir, leafNames.server);
+  } catch (error) {
+    return { reason: `${(error as Error).message}: ${delegationAdvice}` };
+  }
+  return found;
+}
 
-function writableHierarchies(): Map<Controller, string> | undefined {
+let hierarchies: CgroupBase | { reason: string } | null = null;
+
+function writableHierarchies(): CgroupBase | undefined {
   if (hierarchies === null) hierarchies = discoverHierarchies();
-  return hierarchies;
+  return 'reason' in hierarchies ? undefined : hierarchies;
 }
 
 export function cgroupsUnavailableReason(): string | undefined {
-  return writableHierarchies() ? undefined : 'cgroup v1 controllers memory, cpu, cpuacct and pids are not all mounted and writable';
+  writableHierarchies();
+  return hierarchies && 'reason' in hierarchies ? `no per-job cgroups: ${hierarchies.reason}` : undefined;
+}
+
+/**
+ * What per-job cgroups enforce and measure on this host, read off a job cgroup made and removed for the purpose
+ * (`a2rl doctor`); undefined where none can be made ({@link cgroupsUnavailableReason} says why).
+ */
+export function cgroupEnforcement(group: string): string | undefined {
+  const base = writableHierarchies();
+  if (!base) return undefined;
+  if (base.version === 1) {
+    const dirs = [...new Set(base.dirs.values())].map((dir) => dir.replace(/(.)\/$/, '$1'));
+    return `cgroup v1 (${dirs.join(', ')}): memory.limit_in_bytes, cpu.cfs_quota_us, pids.max; CPU-seconds from cpuacct.usage, peak memory from memory.max_usage_in_bytes, OOM kills from memory.oom_control`;
+  }
+  const probe = JobCgroup.create(group, 'doctor-probe')!;
+  try {
+    const has = (file: string) => existsSync(join(probe.dir('memory'), file));
+    const swap = has('memory.swap.max') ? 'memory.max + memory.swap.max (no swap)' : 'memory.max (no swap accounting in this kernel)';
+    const peak = has('memory.peak') ? 'memory.peak' : 'memory.current sampled each second (no memory.peak before Linux 5.19)';
+    return `cgroup v2 (under ${join(base.dirs.get('memory')!, 'a2rl')}): ${swap}, cpu.max, pids.max; CPU-seconds from cpu.stat, peak memory from ${peak}, OOM kills from memory.events`;
+  } finally {
+    probe.remove();
+    JobCgroup.removeGroup(group);
+  }
 }
 
 /**
@@ -120,31 +239,58 @@ export function slowCgroupMovesReason(mountinfo = ownMountinfo()): string | unde
   return `per-job limits apply, but each job start first waits for an RCU grace period as the job moves into its cgroups (4–14 ms p50 after a quiet spell on a 2-core host): ${remedy}`;
 }
 
-/** A job's cgroup in each v1 controller: limits, accounting, and the list of its processes. */
+/** A job's cgroup, in each v1 controller or its one v2 folder: limits, accounting, and the list of its processes. */
 export class JobCgroup {
-  private constructor(private readonly dirs: Map<Controller, string>) {}
+  /** The most memory seen, where the kernel keeps no peak of its own (v2 before Linux 5.19's memory.peak). */
+  private sampledPeak = 0;
+
+  private constructor(
+    private readonly version: 1 | 2,
+    private readonly dirs: Map<Controller, string>,
+  ) {}
 
   /** Creates `a2rl/<group>/<tag>` under this process's cgroups, or undefined where that is impossible. */
   static create(group: string, tag: string): JobCgroup | undefined {
-    const bases = writableHierarchies();
-    if (!bases) return undefined;
-    return JobCgroup.createIn(bases, join('a2rl', group, tag));
+    const base = writableHierarchies();
+    if (!base) return undefined;
+    return JobCgroup.createIn(base, join('a2rl', group, tag));
   }
 
-  /** Creates `relativePath` under the given cgroup folders (e.g. a container's), one per controller. */
-  static createIn(parents: Map<Controller, string>, relativePath: string): JobCgroup {
+  /**
+   * Creates `relativePath` under the given cgroups (e.g. a container's), one folder per v1 controller; in v2 each
+   * folder on the way hands its controllers down (the base's own processes move to `leaf` when it holds any).
+   */
+  static createIn(base: CgroupBase, relativePath: string, leaf: string = leafNames.server): JobCgroup {
     const dirs = new Map<Controller, string>();
-    for (const [controller, parent] of parents) {
+    if (base.version === 2) {
+      let dir = base.dirs.get('memory')!;
+      delegateControllers(dir, leaf);
+      const parts = relativePath.split('/');
+      for (const [index, part] of parts.entries()) {
+        dir = join(dir, part);
+        mkdirSync(dir, { recursive: true });
+        // Folders on the way hold no process: the write cannot meet the no-internal-process rule.
+        if (index < parts.length - 1) delegateControllers(dir, leaf);
+      }
+      for (const controller of controllers) dirs.set(controller, dir);
+      return new JobCgroup(2, dirs);
+    }
+    for (const [controller, parent] of base.dirs) {
       const dir = join(parent, relativePath);
       mkdirSync(dir, { recursive: true });
       dirs.set(controller, dir);
     }
-    return new JobCgroup(dirs);
+    return new JobCgroup(1, dirs);
+  }
+
+  /** The folder of one controller (in v2, the job's one folder). */
+  dir(controller: Controller): string {
+    return this.dirs.get(controller)!;
   }
 
   /** The files a process writes its pid into to join this cgroup. */
   get procsFiles(): string[] {
-    // cpu and cpuacct may share one hierarchy; joining it once is enough.
+    // cpu and cpuacct may share one hierarchy, and v2 has one folder: joining each once is enough.
     return [...new Set([...this.dirs.values()])].map((dir) => join(dir, 'cgroup.procs'));
   }
 
@@ -157,31 +303,51 @@ export class JobCgroup {
 
   setLimits(limits: { cpus: number; memoryBytes: number; pids: number }): void {
     const period = 100_000;
+    const quota = Math.round(limits.cpus * period);
+    if (this.version === 2) {
+      this.write('cpu', 'cpu.max', `${quota} ${period}`);
+      this.write('memory', 'memory.max', limits.memoryBytes);
+      // Swap would let a job hold more than its memory, slowly, charged nowhere; absent without swap accounting.
+      if (existsSync(join(this.dir('memory'), 'memory.swap.max'))) this.write('memory', 'memory.swap.max', 0);
+      this.write('pids', 'pids.max', limits.pids);
+      return;
+    }
     this.write('cpu', 'cpu.cfs_period_us', period);
-    this.write('cpu', 'cpu.cfs_quota_us', Math.round(limits.cpus * period));
+    this.write('cpu', 'cpu.cfs_quota_us', quota);
     this.write('memory', 'memory.limit_in_bytes', limits.memoryBytes);
     this.write('pids', 'pids.max', limits.pids);
   }
 
   /** What the job has used so far: CPU time, current and peak memory. */
   usage(): ResourceUsage {
-    return { cpuSeconds: this.cpuSeconds(), peakMemoryBytes: this.peakMemoryBytes(), memoryBytes: this.memoryBytes(), measured: true };
+    const memoryBytes = this.memoryBytes();
+    return { cpuSeconds: this.cpuSeconds(), peakMemoryBytes: this.peakMemoryBytes(), memoryBytes, measured: true };
   }
 
   cpuSeconds(): number {
+    if (this.version === 2) {
+      const match = /^usage_usec (\d+)$/m.exec(this.read('cpu', 'cpu.stat') ?? '');
+      return match ? Number(match[1]) / 1e6 : 0;
+    }
     return Number(this.read('cpuacct', 'cpuacct.usage') ?? 0) / 1e9;
   }
 
   peakMemoryBytes(): number {
+    if (this.version === 2) {
+      const peak = this.read('memory', 'memory.peak');
+      return peak === undefined ? Math.max(this.sampledPeak, this.memoryBytes()) : Number(peak);
+    }
     return Number(this.read('memory', 'memory.max_usage_in_bytes') ?? 0);
   }
 
   memoryBytes(): number {
-    return Number(this.read('memory', 'memory.usage_in_bytes') ?? 0);
+    const current = Number(this.read('memory', this.version === 2 ? 'memory.current' : 'memory.usage_in_bytes') ?? 0);
+    this.sampledPeak = Math.max(this.sampledPeak, current);
+    return current;
   }
 
   oomKills(): number {
-    const match = /oom_kill (\d+)/.exec(this.read('memory', 'memory.oom_control') ?? '');
+    const match = /^oom_kill (\d+)$/m.exec(this.read('memory', this.version === 2 ? 'memory.events' : 'memory.oom_control') ?? '');
     return match ? Number(match[1]) : 0;
   }
 
@@ -202,11 +368,14 @@ export class JobCgroup {
    * The sandbox's own processes are usually still leaving as the job's exit is seen (the
    * namespace's init tears its mounts down), for well under a millisecond: the first checks
    * come at once, the later ones after a millisecond, doubling, not a fixed wait per job.
+   * v2's `cgroup.kill` (Linux 5.14+) kills what forks meanwhile too.
    */
   async killAll(): Promise<void> {
     const started = performance.now();
+    const killFile = this.version === 2 ? join(this.dir('pids'), 'cgroup.kill') : undefined;
     for (let check = 0, waitMs = 1; this.pids().length > 0 && performance.now() - started < 2000; check++) {
-      signalAll(this.pids(), 'SIGKILL');
+      if (killFile && existsSync(killFile)) writeFileSync(killFile, '1');
+      else signalAll(this.pids(), 'SIGKILL');
       if (check < quickChecks) {
         await new Promise((resolve) => setImmediate(resolve));
       } else {
@@ -224,18 +393,14 @@ export class JobCgroup {
 
   /** Removes a server's (empty) group folder when it shuts down. */
   static removeGroup(group: string): void {
-    for (const base of new Set(writableHierarchies()?.values() ?? [])) tryRmdir(join(base, 'a2rl', group));
+    for (const base of new Set(writableHierarchies()?.dirs.values() ?? [])) tryRmdir(join(base, 'a2rl', group));
   }
 
   private read(controller: Controller, file: string): string | undefined {
-    try {
-      return readFileSync(join(this.dirs.get(controller)!, file), 'utf8');
-    } catch {
-      return undefined;
-    }
+    return readText(join(this.dirs.get(controller)!, file));
   }
 
-  private write(controller: Controller, file: string, value: number): void {
+  private write(controller: Controller, file: string, value: number | string): void {
     writeFileSync(join(this.dirs.get(controller)!, file), String(value));
   }
 }
@@ -248,7 +413,7 @@ export function sweepCgroups(ownerAlive: (group: string) => boolean): string[] {
   const bases = writableHierarchies();
   if (!bases) return [];
   const swept = new Set<string>();
-  for (const base of new Set(bases.values())) {
+  for (const base of new Set(bases.dirs.values())) {
     const root = join(base, 'a2rl');
     for (const group of listDirs(root)) {
       if (ownerAlive(group)) continue;
@@ -274,8 +439,8 @@ export function sweepCgroups(ownerAlive: (group: string) => boolean): string[] {
 }
 
 /** Kills the processes of the cgroups named `prefix*` under the given folders (a dead server's job cgroups) and removes them. */
-export function sweepChildCgroups(parents: Map<Controller, string>, prefix: string): void {
-  for (const parent of new Set(parents.values())) {
+export function sweepChildCgroups(parents: CgroupBase, prefix: string): void {
+  for (const parent of new Set(parents.dirs.values())) {
     for (const child of listDirs(parent).filter((name) => name.startsWith(prefix))) {
       try {
         signalAll(

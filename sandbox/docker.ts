@@ -2,7 +2,7 @@ import Docker from 'dockerode';
 import { giveWritableMounts, jobUser } from './job-identity.js';
 import { availableParallelism } from 'node:os';
 import { Writable } from 'node:stream';
-import { cgroupDirsOf, cgroupsUnavailableReason, JobCgroup, slowCgroupMovesReason, sweepChildCgroups } from './cgroup.js';
+import { cgroupBaseOf, cgroupsUnavailableReason, JobCgroup, leafNames, slowCgroupMovesReason, sweepChildCgroups } from './cgroup.js';
 import { processTree, signalAll } from './process-tree.js';
 import type {
   ExecOptions,
@@ -14,6 +14,7 @@ import type {
   SandboxProcess,
   SandboxSpec,
 } from './contract.js';
+import { type DockerGpuPath, engineGpuPath, gpuDeviceRequest } from './docker-gpus.js';
 import { imagePythonVersion, venvMismatch, venvPythonVersion } from './venv-python.js';
 import { A2rlError } from '../src/util/errors.js';
 
@@ -26,11 +27,12 @@ const jobCgroupPrefix = 'a2rl-';
 
 /**
  * The job's first process waits, with shell builtins only (a fork would escape), until the
- * server has moved it into the job's own cgroups (pids last, see JobCgroup.join), then becomes
- * the job: every process of the job is limited, measured and stoppable as one.
+ * server has moved it into the job's own cgroups (v1: pids last, see JobCgroup.join; v2: its one
+ * folder, the `0::` line), then becomes the job: every process of the job is limited, measured
+ * and stoppable as one.
  */
 const joinCgroupThenRun =
-  'until moved=; while IFS= read -r line; do case $line in *:pids:*"/$A2RL_CGROUP") moved=1;; esac; done < /proc/self/cgroup; [ -n "$moved" ]; do :; done; unset A2RL_CGROUP; exec "$@"';
+  'until moved=; while IFS= read -r line; do case $line in *:pids:*"/$A2RL_CGROUP"|0::*"/$A2RL_CGROUP") moved=1;; esac; done < /proc/self/cgroup; [ -n "$moved" ]; do :; done; unset A2RL_CGROUP; exec "$@"';
 
 /** Longest wait for the engine to start an exec'd job's process. */
 const execStartTimeoutMs = 30_000;
@@ -55,6 +57,7 @@ export class DockerBackend implements SandboxBackend {
   readonly image: string;
   /** The image's Python version, read once, when a sandbox first mounts a virtual environment. */
   private imagePython: Promise<string> | undefined;
+  private engineGpus: Promise<DockerGpuPath> | undefined;
 
   constructor(private readonly options: DockerBackendOptions) {
     this.docker = options.docker ?? new Docker();
@@ -88,9 +91,14 @@ export class DockerBackend implements SandboxBackend {
       const mismatch = venvMismatch(readOnlyMounts, this.image, await this.imagePython);
       if (mismatch) throw new A2rlError('SANDBOX_UNAVAILABLE', mismatch);
     }
-    const instance = new DockerInstance(spec, this.docker, this.image, this.options.owner);
+    const instance = new DockerInstance(spec, this.docker, this.image, this.options.owner, await this.gpuPath());
     await instance.start();
     return instance;
+  }
+
+  /** How this engine gives a container GPUs: CDI or the `--gpus` hook (sandbox/docker-gpus.ts), asked once. */
+  gpuPath(): Promise<DockerGpuPath> {
+    return (this.engineGpus ??= engineGpuPath(this.docker));
   }
 
   hostCheck(): string | undefined {
@@ -110,8 +118,8 @@ export class DockerBackend implements SandboxBackend {
       if (ownerAlive(info.Labels[labels.owner] ?? '')) continue;
       const container = this.docker.getContainer(info.Id);
       const pid = info.State === 'running' ? (await container.inspect()).State.Pid : 0;
-      const dirs = pid > 0 ? cgroupDirsOf(pid) : undefined;
-      if (dirs) sweepChildCgroups(dirs, jobCgroupPrefix);
+      const base = pid > 0 ? cgroupBaseOf(pid) : undefined;
+      if (base) sweepChildCgroups(base, jobCgroupPrefix);
       await container.remove({ force: true }).catch(() => undefined);
       removed.push(info.Labels[labels.run] ?? info.Id);
     }
@@ -125,6 +133,7 @@ export function containerConfig(
   image: string,
   owner: string,
   job?: { tag: string; command: string[]; env: Record<string, string>; limits: ResourceLimits },
+  gpuPath: DockerGpuPath = { kind: 'gpus' },
 ): Docker.ContainerCreateOptions {
   const ceiling = job?.limits ?? spec.limits;
   const tmpfs: Record<string, string> = { '/tmp': 'rw,nosuid,nodev,size=1g' };
@@ -157,12 +166,12 @@ export function containerConfig(
             MemorySwap: ceiling.memoryBytes,
             NanoCpus: Math.round(Math.min(ceiling.cpus, availableParallelism()) * 1e9),
             PidsLimit: ceiling.pids,
+            // /dev/shm as large as the job's memory (Docker's default is 64 MB): NCCL and DataLoader workers pass tensors
+            // through it, and what it holds is charged to the container's memory all the same.
+            ShmSize: ceiling.memoryBytes,
           }
         : { PidsLimit: 4096 }),
-      DeviceRequests:
-        job && job.limits.gpus.length > 0
-          ? [{ Driver: 'nvidia', DeviceIDs: job.limits.gpus.map(String), Capabilities: [['gpu']] }]
-          : undefined,
+      DeviceRequests: job && job.limits.gpus.length > 0 ? [gpuDeviceRequest(job.limits.gpus, gpuPath)] : undefined,
     },
   };
 }
@@ -192,10 +201,11 @@ export class DockerInstance implements SandboxInstance {
     private readonly docker: Docker,
     private readonly image: string,
     private readonly owner: string,
+    private readonly gpuPath: DockerGpuPath = { kind: 'gpus' },
   ) {}
 
   async start(): Promise<void> {
-    giveWritableMounts(this.spec);
+    await giveWritableMounts(this.spec);
     const container = await this.docker.createContainer(containerConfig(this.spec, this.image, this.owner));
     try {
       await container.start();
@@ -213,7 +223,11 @@ export class DockerInstance implements SandboxInstance {
   exec(options: ExecOptions): SandboxProcess {
     const job =
       options.limits.gpus.length > 0
-        ? DockerProcess.inOwnContainer(this.docker, containerConfig(this.spec, this.image, this.owner, this.jobSpec(options)), options)
+        ? DockerProcess.inOwnContainer(
+            this.docker,
+            containerConfig(this.spec, this.image, this.owner, this.jobSpec(options), this.gpuPath),
+            options,
+          )
         : DockerProcess.inContainer(this.container!, this.spec, options);
     this.running.add(job);
     void job.exited.then(() => this.running.delete(job));
@@ -222,7 +236,7 @@ export class DockerInstance implements SandboxInstance {
 
   /** The container a GPU job gets, created (not started) so that its configuration can be read back. */
   async createJobContainer(options: ExecOptions): Promise<Docker.Container> {
-    return this.docker.createContainer(containerConfig(this.spec, this.image, this.owner, this.jobSpec(options)));
+    return this.docker.createContainer(containerConfig(this.spec, this.image, this.owner, this.jobSpec(options), this.gpuPath));
   }
 
   async destroy(): Promise<void> {
@@ -398,10 +412,11 @@ class DockerProcess implements SandboxProcess {
   }
 
   private joinCgroup(name: string): void {
-    const containerDirs = cgroupDirsOf(this.hostPid);
+    const container = cgroupBaseOf(this.hostPid);
     try {
-      if (!containerDirs) throw new Error(`the cgroups of container process ${this.hostPid} are not writable`);
-      this.cgroup = JobCgroup.createIn(containerDirs, name);
+      if (!container) throw new Error(`the cgroups of container process ${this.hostPid} are not writable`);
+      // In v2 the container's own processes move to a leaf; later execs join it (runc's answer to EBUSY).
+      this.cgroup = JobCgroup.createIn(container, name, leafNames.container);
       this.cgroup.setLimits(this.limits);
       this.cgroup.join(this.hostPid);
     } catch (error) {

@@ -1,5 +1,8 @@
 import { createHash } from 'node:crypto';
 import { fchownSync, fstatSync } from 'node:fs';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { packageRoot } from '../src/util/paths.js';
 import { SafeDir } from '../src/util/safe-fs.js';
 import type { SandboxSpec } from './contract.js';
 
@@ -42,17 +45,25 @@ export function sharedIdentityReason(): string | undefined {
 /** Deepest folder given to a job's identity; what an agent nested deeper it made itself, so it is its own already. */
 const maxChownDepth = 256;
 
+/** The worker that walks (give-folders-worker.ts), compiled: the same file whether the server runs from dist or its sources. */
+const giveFoldersWorker = join(packageRoot, 'dist', 'sandbox', 'give-folders-worker.js');
+
 /**
  * Gives a sandbox's writable mounts (a run's workspace, a grading's output folder) to its jobs'
- * identity, at each sandbox's creation: what the server wrote there as root becomes theirs.
+ * identity, at each sandbox's creation: what the server wrote there as root becomes theirs. Walked in a worker
+ * thread, never on the thread that answers the runs' calls; the same walk (`giveFolders`) as on it.
  */
-export function giveWritableMounts(spec: SandboxSpec): void {
+export function giveWritableMounts(spec: SandboxSpec): Promise<void> {
   const identity = jobIdentity(spec.name);
-  if (!identity) return;
-  giveFolders(
-    spec.mounts.filter((mount) => !mount.readOnly).map((mount) => mount.source),
-    identity,
-  );
+  if (!identity) return Promise.resolve();
+  const folders = spec.mounts.filter((mount) => !mount.readOnly).map((mount) => mount.source);
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(giveFoldersWorker, { workerData: { folders, identity } });
+    worker.once('error', reject);
+    worker.once('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`giving the sandbox's writable folders to its jobs' uid stopped (exit code ${code})`)),
+    );
+  });
 }
 
 /** Gives folders, and everything in them, to an identity: walked by handle, links never followed (`chownTree`). */

@@ -16,7 +16,9 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import Database from 'better-sqlite3';
 import { type DiskUsage, diskUsage, freeBytes } from '../src/util/disk-usage.js';
 
 /** The file in a run's folder that holds its workspace's filesystem. */
@@ -189,27 +191,63 @@ export async function createWorkspaceImage(runDir: string, quotaBytes: number): 
   return { enforcement: 'kernel', image_bytes: quotaBytes, inodes: inodesFor(quotaBytes) };
 }
 
-/** Mounts the run's image over its workspace folder; false when it was mounted already (by this process or another). */
-export async function mountWorkspace(runDir: string, readOnly = false): Promise<boolean> {
-  const target = join(runDir, workspaceFolder);
-  if (workspaceMounted(runDir)) return false;
+/** How long a mount or unmount of a run's workspace waits for another process's (each takes milliseconds). */
+const mountLockWaitMs = 30_000;
+
+/**
+ * Runs `use` holding the run's mount lock, so that what a process decides from the run's mount (mounted already: use
+ * it; its server dead: unmount it) still holds when it acts. Without it a server's recovery that found a run's server
+ * dead unmounted the workspace an adopting server had just claimed and found mounted. An exclusive lock on the run's
+ * `mount.lock`, which the kernel drops however the process ends; waited for without blocking the event loop.
+ */
+export async function withMountLock<T>(runDir: string, use: () => Promise<T>): Promise<T> {
+  const lock = new Database(join(runDir, 'mount.lock'), { timeout: 0 });
   try {
-    await run('mount', ['-t', 'ext4', '-o', readOnly ? `${mountOptions},ro` : mountOptions, join(runDir, workspaceImage), target]);
-  } catch (error) {
-    if (workspaceMounted(runDir)) return false; // another process mounted it meanwhile
-    throw new Error(`the run's filesystem image could not be mounted: ${commandError(error)}`);
+    for (const deadline = Date.now() + mountLockWaitMs; ; await sleep(20)) {
+      try {
+        lock.exec('BEGIN EXCLUSIVE');
+        break;
+      } catch (error) {
+        if ((error as { code?: string }).code !== 'SQLITE_BUSY') throw error;
+        if (Date.now() > deadline) {
+          throw new Error(
+            `another process has been mounting or unmounting the run's workspace for ${mountLockWaitMs / 1000} s (${runDir})`,
+          );
+        }
+      }
+    }
+    return await use();
+  } finally {
+    lock.close();
   }
-  return true;
+}
+
+/** Mounts the run's image over its workspace folder; false when it was mounted already (by this process or another). */
+export function mountWorkspace(runDir: string, readOnly = false): Promise<boolean> {
+  const target = join(runDir, workspaceFolder);
+  return withMountLock(runDir, async () => {
+    if (workspaceMounted(runDir)) return false;
+    try {
+      await run('mount', ['-t', 'ext4', '-o', readOnly ? `${mountOptions},ro` : mountOptions, join(runDir, workspaceImage), target]);
+    } catch (error) {
+      throw new Error(`the run's filesystem image could not be mounted: ${commandError(error)}`);
+    }
+    return true;
+  });
 }
 
 /**
- * Unmounts the run's workspace if it is mounted. A process still holding a file there (a job's straggler) cannot
- * keep it: the mount is detached at once and its loop device freed when the last such file closes.
+ * Unmounts the run's workspace if it is mounted, and unless `keep()`, asked under the mount lock, says a process serves
+ * it now. A process still holding a file there (a job's straggler) cannot keep it: the mount is detached at once and
+ * its loop device freed when the last such file closes.
  */
-export async function unmountWorkspace(runDir: string): Promise<void> {
+export function unmountWorkspace(runDir: string, keep: () => boolean = () => false): Promise<void> {
   const target = join(runDir, workspaceFolder);
-  if (!workspaceMounted(runDir)) return;
-  await run('umount', [target]).catch(() => run('umount', ['--lazy', target]));
+  if (!workspaceMounted(runDir)) return Promise.resolve();
+  return withMountLock(runDir, async () => {
+    if (!workspaceMounted(runDir) || keep()) return;
+    await run('umount', [target]).catch(() => run('umount', ['--lazy', target]));
+  });
 }
 
 /** Prefix of a reader's own read-only mount of an ended run's image, in the run's folder (`withWorkspaceReadable`). */
@@ -307,7 +345,8 @@ export async function unmountStaleWorkspaces(home: string, live: (runId: string)
     .map((point) => point.slice(prefix.length).split('/'))
     .filter(([runId, name, ...rest]) => rest.length === 0 && (name === workspaceFolder || name?.startsWith(readerPrefix)) && !live(runId!));
   for (const [runId, name] of stale) {
-    if (name === workspaceFolder) await unmountWorkspace(join(home, 'runs', runId!));
+    // Asked again under the run's mount lock: a server may have adopted the run (and found it mounted) since.
+    if (name === workspaceFolder) await unmountWorkspace(join(home, 'runs', runId!), () => live(runId!));
     else {
       const point = join(home, 'runs', runId!, name!);
       await run('umount', ['--lazy', point]).catch(() => undefined);
@@ -321,12 +360,16 @@ export async function unmountStaleWorkspaces(home: string, live: (runId: string)
   return [...new Set(stale.map(([runId]) => runId!))];
 }
 
+/** Bytes as an operator reads them: MiB below 1 GiB, else GiB. */
+function sizeInWords(bytes: number): string {
+  return bytes < 2 ** 30 ? `${Math.round(bytes / 2 ** 20)} MiB` : `${(bytes / 2 ** 30).toFixed(1)} GiB`;
+}
+
 /**
- * A warning where the live runs' sparse images may still grow by more than the home holds free, or undefined: each
- * image takes blocks only as its run writes, so the home must hold the sum of the live runs' quotas; short of it, a run
- * filling its image meets an I/O error (its filesystem turns read-only) before its quota.
+ * How much the live runs' sparse images may still grow (each takes blocks only as its run writes, up to its size), and
+ * the home's free space; undefined where the home cannot be measured.
  */
-export function imageOvercommitWarning(home: string, liveRunDirs: string[]): string | undefined {
+function imageRoom(home: string, liveRunDirs: string[]): { growth: number; free: number } | undefined {
   let growth = 0;
   for (const dir of liveRunDirs) {
     try {
@@ -336,17 +379,39 @@ export function imageOvercommitWarning(home: string, liveRunDirs: string[]): str
       // No image: the walk holds that run.
     }
   }
-  let free: number;
   try {
-    free = freeBytes(home);
+    return { growth, free: freeBytes(home) };
   } catch {
     return undefined;
   }
-  if (growth <= free) return undefined;
-  const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)} GiB`;
+}
+
+/**
+ * A warning where the live runs' sparse images may still grow by more than the home holds free, or undefined: the home
+ * must hold the sum of the live runs' unfilled quotas; short of it, a run filling its image meets an I/O error (its
+ * filesystem turns read-only) before its quota.
+ */
+export function imageOvercommitWarning(home: string, liveRunDirs: string[]): string | undefined {
+  const room = imageRoom(home, liveRunDirs);
+  if (!room || room.growth <= room.free) return undefined;
   return (
-    `the live runs' workspace images may still grow by ${gib(growth)}, more than the ${gib(free)} free in ${home}: ` +
+    `the live runs' workspace images may still grow by ${sizeInWords(room.growth)}, more than the ${sizeInWords(room.free)} free in ${home}: ` +
     `a run that fills its image first would meet I/O errors; free ended runs' images (a2rl runs clean --ended), ` +
     `free space, or serve with a smaller --disk-quota`
+  );
+}
+
+/**
+ * Why a new run's image of `quotaBytes` is refused, or undefined: the home's free space must cover its quota and what
+ * the live runs' images may still grow, or the quota the kernel promises a run is one it cannot keep.
+ */
+export function imageOvercommitRefusal(home: string, liveRunDirs: string[], quotaBytes: number): string | undefined {
+  const room = imageRoom(home, liveRunDirs);
+  if (!room || quotaBytes + room.growth <= room.free) return undefined;
+  return (
+    `the home ${home} has ${sizeInWords(room.free)} free, less than this run's ${sizeInWords(quotaBytes)} quota plus the ` +
+    `${sizeInWords(room.growth)} the live runs' workspace images may still grow (${sizeInWords(quotaBytes + room.growth)}); ` +
+    `free space (a2rl runs clean --ended frees ended runs' images), serve with a smaller --disk-quota, or serve with ` +
+    `--overcommit-disk to make the run anyway (a run that fills its image first then meets I/O errors)`
   );
 }

@@ -146,7 +146,7 @@ export class SlurmBackend implements SandboxBackend {
       ? { partition: this.settings.gradingPartition ?? this.settings.partition, qos: this.settings.gradingQos ?? this.settings.qos }
       : { partition: this.settings.partition, qos: this.settings.qos };
     // A root server's jobs run as root on the nodes until bwrap's setpriv drops them to the run's own uid (as on bwrap).
-    giveWritableMounts(spec);
+    await giveWritableMounts(spec);
     this.beat();
     return new SlurmInstance(spec, this.owner, this.ownerDir, placement, this.slurm, this.queue, this.orphanAfterMs);
   }

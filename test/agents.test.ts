@@ -1,9 +1,9 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tools } from '../tools/index.js';
-import { agentKind, findExecutable, setupAgentsBin } from '../src/launch/agents.js';
+import { agentKind, findExecutable } from '../src/launch/agents.js';
 import type { LaunchedRun } from '../src/launch/launcher.js';
 import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
 import { Store } from '../src/store/store.js';
@@ -63,6 +63,22 @@ const clis = [
       { tool: 'replace', arguments: { file_path: 'pwned-by-write', old_string: '', new_string: 'x' } },
     ],
   },
+  {
+    agent: 'opencode',
+    offered: toolNames.map((name) => `a2rl_${name}`),
+    builtins: [
+      { tool: 'bash', arguments: { command: 'touch pwned-by-shell', description: 'x' } },
+      { tool: 'write', arguments: { filePath: 'pwned-by-write', content: 'x' } },
+    ],
+  },
+  {
+    agent: 'qwen-code',
+    offered: toolNames.map((name) => `mcp__a2rl__${name}`),
+    builtins: [
+      { tool: 'run_shell_command', arguments: { command: 'touch pwned-by-shell' } },
+      { tool: 'write_file', arguments: { file_path: 'pwned-by-write', content: 'x' } },
+    ],
+  },
 ] as const;
 
 const home = tempDir('agents');
@@ -78,12 +94,19 @@ for (const [file, content] of [
   ['.codex/config.toml', `[mcp_servers.decoy]\ncommand = "/bin/sh"\nargs = ["-c", "echo ${decoy}"]\n`],
   ['.gemini/GEMINI.md', decoy],
   ['.gemini/settings.json', JSON.stringify({ mcpServers: { decoy: decoyServer }, tools: { exclude: [] } })],
+  ['.config/opencode/AGENTS.md', decoy],
+  [
+    '.config/opencode/opencode.json',
+    JSON.stringify({ mcp: { decoy: { type: 'local', command: decoyServer.args } }, instructions: ['DECOY.md'] }),
+  ],
+  ['.qwen/QWEN.md', decoy],
+  ['.qwen/settings.json', JSON.stringify({ mcpServers: { decoy: decoyServer } })],
 ] as const) {
   mkdirSync(join(operatorHome, file, '..'), { recursive: true });
   writeFileSync(join(operatorHome, file), content);
 }
 // Instruction files in a folder above every run's working folder.
-for (const file of ['CLAUDE.md', 'AGENTS.md', 'GEMINI.md']) writeFileSync(join(home, file), decoy);
+for (const file of ['CLAUDE.md', 'AGENTS.md', 'GEMINI.md', 'QWEN.md']) writeFileSync(join(home, file), decoy);
 
 /** Makes every `a2rl serve` start 5 s late (the agent's relay sees the bridge, the server behind it is slow). */
 const lateServer = join(tempDir('agents-late'), 'late-server.cjs');
@@ -224,7 +247,10 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
           // What the agent spent, read from the transcript it wrote: over stdio, the tokens the model API reported, summed
           // (no dollars: nobody prices "scripted-model"); a run stopped before the CLI wrote its totals says "unknown", never 0.
           const usage = withStore((store) => runUsage(store, run.run_id));
-          const answered = launched.requests.flatMap((request) => (request.usage ? [request.usage] : []));
+          // OpenCode and Qwen Code leave their side requests (a session title, checks offering no tools) out of their
+          // transcripts: theirs count the tool-offering requests only, a lower bound of what the run spent.
+          const counted = ['opencode', 'qwen-code'].includes(cli.agent) ? launched.requests.filter((r) => r.scripted) : launched.requests;
+          const answered = counted.flatMap((request) => (request.usage ? [request.usage] : []));
           const sum = (key: keyof (typeof answered)[number]) => answered.reduce((total, usage) => total + usage[key], 0);
           expect(usage).toMatchObject({ agent: cli.agent, model: expect.any(String), cost_usd: 'unknown', price_table: null });
           // Each a2rl tool once, at least (Codex leaves the built-ins it refused out of its JSON).
@@ -242,13 +268,13 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
     }
   });
 
-  // Each a2rl run makes two runs (the retry) of 40 s of wall clock: time to list the tools first even on a loaded host,
-  // with the three CLIs, which then mostly wait, started at once (not six: the 401 and 503 cases one after the other).
+  // Each a2rl run makes two runs (the retry) of 50 s of wall clock: time to list the tools first even on a loaded host,
+  // with the five CLIs, which then mostly wait, started at once (not ten: the 401 and 503 cases one after the other).
   describe('a model API down for the whole run', () => {
     for (const status of [401, 503] as const) {
       it(`each CLI, its model API answering ${status}: an infrastructure failure with the error as its reason, retried once, off the leaderboard, exit 1`, async () => {
         const api = await startFailingModelApi(status);
-        const launches = await Promise.all(clis.map((cli) => launchAgent(cli.agent, 'stdio', api.url, { wall: '40s', grace: 2 })));
+        const launches = await Promise.all(clis.map((cli) => launchAgent(cli.agent, 'stdio', api.url, { wall: '50s', grace: 2 })));
         await api.close();
         expect(api.refused()).toBeGreaterThan(0);
         for (const [index, launched] of launches.entries()) {
@@ -257,9 +283,13 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
           expect(launched.runs, agent).toHaveLength(2);
           const [first, retry] = launched.runs as [LaunchedRun, LaunchedRun];
           expect(retry.retry_of, agent).toBe(first.run_id);
-          for (const run of launched.runs) {
-            expect(run.infrastructure_failure, agent).toMatch(new RegExp(`^the model never answered \\(last error: .*\\b${status}\\b`));
-          }
+          // The API's status or its message; Qwen Code retries a 503 without a trace in its transcript or on stderr.
+          const error = status === 401 ? 'invalid x-api-key' : 'the model is overloaded';
+          const reason =
+            agent === 'qwen-code' && status === 503
+              ? /^the model never answered; the agent /
+              : new RegExp(`^the model never answered \\(last error: .*(\\b${status}\\b|${error})`);
+          for (const run of launched.runs) expect(run.infrastructure_failure, agent).toMatch(reason);
           expect(launched.stderr).toContain(`run ${retry.run_id}: infrastructure failure, not counted: the model never answered`);
           withStore((store) => {
             for (const run of launched.runs) {
@@ -302,9 +332,13 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
         it(`${cli.agent} over ${transport}: exactly the a2rl tools, nothing of the operator's HOME`, async ({ expect }) => {
           const label = `manual-${cli.agent}-${transport}`;
           const where = transport === 'stdio' ? ['--task', 'micro-gsm8k', '--label', label] : ['--transport', 'http', '--url', mcpUrl];
-          const config = execFileSync(process.execPath, [cliEntry, '--home', home, 'agent-config', cli.agent, ...where], {
+          // Codex with no --model: its default model's settings still give it the a2rl tools as tools (not in "code mode").
+          const model = cli.agent === 'codex' ? [] : ['--model', 'scripted-model'];
+          const config = execFileSync(process.execPath, [cliEntry, '--home', home, 'agent-config', cli.agent, ...where, ...model], {
             encoding: 'utf8',
           });
+          // The CLI a2rl run would start, by its absolute path: the script runs where it is not on PATH.
+          expect(config).toContain(findExecutable(agentKind(cli.agent))!);
           const created =
             transport === 'http'
               ? (JSON.parse(
@@ -316,10 +350,10 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
           const api = await startModelApi([{ call: [{ tool: 'read_instructions' }] }, { text: 'Done.' }]);
           const script = join(tempDir('agents-manual'), 'a2rl-agent.sh');
           writeFileSync(script, config);
-          const extraArgs = ['--model', 'scripted-model', ...(cli.agent === 'codex' ? codexProvider(api.url) : [])];
+          const extraArgs = cli.agent === 'codex' ? codexProvider(api.url) : [];
           const child = spawn('sh', [script, ...extraArgs], {
             env: {
-              PATH: `${process.env.PATH}${delimiter}${setupAgentsBin}`,
+              PATH: process.env.PATH,
               HOME: operatorHome,
               ...modelApiEnv(api.url),
               A2RL_PROMPT: 'Work on the a2rl task.',

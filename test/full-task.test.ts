@@ -42,26 +42,26 @@ describe('full-tier task: assets and runtime for a run', () => {
       encoding: 'utf8',
       timeout: 60_000,
     });
-    expect(serve.status).toBe(1);
+    expect(serve.status).toBe(5); // unavailable (src/util/errors.ts, exitStatuses)
     expect(serve.stderr).toContain(`Run: a2rl --home ${home} prepare gsm8k --model ${fixtureModelId} (add --from DIR`);
     const create = spawnSync('node', [cliEntry, '--home', home, 'runs', 'create', '--task', 'gsm8k'], {
       encoding: 'utf8',
       timeout: 60_000,
     });
-    expect(create.status).toBe(1);
+    expect(create.status).toBe(5);
     expect(create.stderr).toContain(`prepare gsm8k --model Qwen/Qwen2.5-1.5B`);
     const micro = spawnSync('node', [cliEntry, '--home', home, 'runs', 'create', '--task', 'micro-gsm8k', '--base-model', 'a/b'], {
       encoding: 'utf8',
       timeout: 60_000,
     });
-    expect(micro.status).toBe(1);
+    expect(micro.status).toBe(2);
     expect(micro.stderr).toContain('micro-gsm8k is a micro-tier task and ships its own base model; drop --base-model.');
     // A full-tier judged task never falls back to the rubric judge.
     const judged = spawnSync('node', [cliEntry, '--home', home, 'runs', 'create', '--task', 'alpacaeval'], {
       encoding: 'utf8',
       timeout: 60_000,
     });
-    expect(judged.status).toBe(1);
+    expect(judged.status).toBe(2);
     expect(judged.stderr).toContain('alpacaeval grades with an LLM judge: start it with --judge llm --judge-url URL --judge-model NAME');
     expect(existsSync(join(home, 'runs')), 'a refused run leaves no run folder').toBe(false);
   });

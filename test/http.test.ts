@@ -172,7 +172,7 @@ describe('MCP over HTTP', () => {
       });
       expect(response.status, authorization).toBe(401);
       expect(response.headers['www-authenticate']).toBe('Bearer');
-      expect(JSON.parse(response.body).error).toBe('UNAUTHORIZED');
+      expect(JSON.parse(response.body).error).toMatchObject({ code: -32000, data: { code: 'UNAUTHORIZED' } });
       for (const id of [first.run_id, second.run_id, victim.run_id]) expect(response.body).not.toContain(id);
     }
     const sse = await raw(server.url, { path: '/sse', headers: { Authorization: 'Bearer wrong-token' } });
@@ -219,7 +219,7 @@ describe('MCP over HTTP', () => {
       body,
     });
     expect(foreignHost.status).toBe(403);
-    expect(JSON.parse(foreignHost.body).message).toMatch(/--allow-host/);
+    expect(JSON.parse(foreignHost.body).error.message).toMatch(/--allow-host/);
     const foreignOrigin = await raw(server.url, {
       method: 'POST',
       path: '/mcp',
@@ -238,7 +238,7 @@ describe('MCP over HTTP', () => {
       keepOpen: true,
     });
     expect(huge.status).toBe(413);
-    expect(JSON.parse(huge.body).message).toMatch(/over 4 MiB/);
+    expect(JSON.parse(huge.body).error.message).toMatch(/over 4 MiB/);
   });
 
   it("refuses a session id on the other transport's endpoint with 400", async () => {
@@ -256,7 +256,7 @@ describe('MCP over HTTP', () => {
       body: ping,
     });
     expect(onSse.status).toBe(400);
-    expect(JSON.parse(onSse.body).message).toMatch(/Streamable HTTP session.*\/mcp/);
+    expect(JSON.parse(onSse.body).error.message).toMatch(/Streamable HTTP session.*\/mcp/);
     const sse = await openSseStream(server.url, first.token);
     const onMcp = await raw(server.url, {
       method: 'POST',
@@ -266,7 +266,7 @@ describe('MCP over HTTP', () => {
     });
     sse.close();
     expect(onMcp.status).toBe(400);
-    expect(JSON.parse(onMcp.body).message).toMatch(/HTTP\+SSE session.*\/messages\?sessionId=/);
+    expect(JSON.parse(onMcp.body).error.message).toMatch(/HTTP\+SSE session.*\/messages\?sessionId=/);
     // Another run's token learns nothing about the session: it is unknown.
     const otherRun = await raw(server.url, {
       method: 'POST',

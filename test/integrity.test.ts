@@ -414,7 +414,7 @@ describe('when the check runs, and what reads its verdict', () => {
       // Both checks are kept; the latest is the one read.
       expect(store.latestIntegrityCheck(runId, 'contamination')!.verdict).toBe('clean');
       const unknown = spawnSync('node', [cliEntry, '--home', home, 'runs', 'check', 'no-such-run'], { encoding: 'utf8' });
-      expect(unknown.status).toBe(1);
+      expect(unknown.status).toBe(3); // not found (src/util/errors.ts, exitStatuses)
       expect(unknown.stderr).toContain('No run "no-such-run"');
     } finally {
       store.close();

@@ -106,6 +106,12 @@ function withStore<T>(homeDir: string, use: (store: Store) => T): T {
 }
 
 const runDir = (runId: string, homeDir = home) => join(homeDir, 'runs', runId);
+/** The agent's wait for its MCP server that the launcher measured and recorded, in s. */
+const startupSeconds = (runId: string) =>
+  withStore(home, (store) => {
+    const launched = store.listEvents(runId, 'agent').find((event) => event.name === 'launched')!;
+    return Math.ceil((JSON.parse(launched.data) as { mcp_start_timeout_ms: number }).mcp_start_timeout_ms / 1000);
+  });
 const standInSeen = (runId: string) =>
   JSON.parse(readFileSync(join(runDir(runId), 'agent', 'work', 'stand-in.json'), 'utf8')) as {
     name: string;
@@ -216,6 +222,7 @@ function expectedArgv(agent: string, runId: string, prompt: string, server: Reco
       'features.multi_agent=false',
       '-c',
       'features.goals=false',
+      ...['code_mode', 'code_mode_only', 'plugins', 'remote_plugin'].flatMap((feature) => ['-c', `features.${feature}=false`]),
       '-c',
       'web_search="disabled"',
       '-c',
@@ -259,7 +266,9 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
       // A fresh, empty working folder of its own.
       expect(seen.cwd).toBe(join(agentDir, 'work'));
       expect(readdirSync(seen.cwd)).toEqual(['stand-in.json']);
-      expect(seen.argv).toEqual(expectedArgv(agent, runId, prompt, { ...stdioServer, startup_timeout_sec: 60, tool_timeout_sec: 120 }));
+      const startup_timeout_sec = startupSeconds(runId);
+      expect(startup_timeout_sec).toBeGreaterThanOrEqual(120);
+      expect(seen.argv).toEqual(expectedArgv(agent, runId, prompt, { ...stdioServer, startup_timeout_sec, tool_timeout_sec: 120 }));
 
       // A private HOME in the jail, prepared by the launcher.
       expect(seen.env.HOME).toBe(join(agentDir, 'home'));
@@ -268,12 +277,13 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
           mcpServers: { a2rl: { type: 'stdio', ...stdioServer } },
         });
         expect(seen.env.MCP_CONNECTION_NONBLOCKING).toBe('0');
+        expect(seen.env.MCP_TIMEOUT).toBe(String(startup_timeout_sec * 1000));
       }
       if (agent === 'codex') expect(seen.env.CODEX_HOME).toBe(join(agentDir, 'home', '.codex'));
       if (agent === 'gemini-cli') {
         expect(seen.env.GEMINI_CLI_TRUST_WORKSPACE).toBe('true');
         expect(JSON.parse(readFileSync(join(agentDir, 'home', '.gemini', 'settings.json'), 'utf8'))).toEqual({
-          mcpServers: { a2rl: { ...stdioServer, trust: true, timeout: 120_000 } },
+          mcpServers: { a2rl: { ...stdioServer, trust: true, timeout: startup_timeout_sec * 1000 } },
           mcp: { allowed: ['a2rl'] },
           tools: { exclude: geminiBuiltins },
           security: { auth: { selectedType: 'gemini-api-key' } },
@@ -359,7 +369,7 @@ describe('a2rl run: launching agents', { timeout: 300_000 }, () => {
         expectedArgv(agent, runId, readFileSync(join(agentDir, 'prompt.md'), 'utf8'), {
           url,
           bearer_token_env_var: 'A2RL_RUN_TOKEN',
-          startup_timeout_sec: 60,
+          startup_timeout_sec: startupSeconds(runId),
           tool_timeout_sec: 120,
         }),
       );
@@ -654,18 +664,18 @@ while not os.path.exists("done"):
       expect(() => findExecutable(agentKind(agent!), '/usr/bin:/bin', lonely)).toThrow(`npm install -g ${pkg}`);
     }
     const unknown = await a2rl(['run', '--agent', 'cursor', '--task', 'micro-gsm8k'], {}, lonely);
-    expect(unknown.code).toBe(1);
+    expect(unknown.code).toBe(2); // the exit status of bad input (src/util/errors.ts, exitStatuses)
     expect(unknown.stderr).toMatch(/Unknown agent "cursor".*claude-code, codex, gemini-cli, replay:FILE/);
     const noReplay = await a2rl(['run', '--agent', `replay:${join(lonely, 'missing.jsonl')}`, '--task', 'micro-gsm8k'], {}, lonely);
-    expect(noReplay.code).toBe(1);
+    expect(noReplay.code).toBe(3);
     expect(noReplay.stderr).toContain(`No replay file at ${join(lonely, 'missing.jsonl')}`);
     // A folder the jail would show that holds the evaluation data is refused too.
     const exposing = await a2rl(['run', '--agent', 'command:true', '--task', 'micro-gsm8k', `--agent-bind=${packageRoot}`], {}, lonely);
-    expect(exposing.code).toBe(1);
+    expect(exposing.code).toBe(6);
     expect(exposing.stderr).toContain(`The agent's jail cannot show ${packageRoot}: it holds`);
     // a2rl's own variables (the admin token, the judge's key) are never passed on, named or not.
     const secret = await a2rl(['run', '--agent', 'command:true', '--task', 'micro-gsm8k', '--agent-env', 'A2RL_ADMIN_TOKEN'], {}, lonely);
-    expect(secret.code).toBe(1);
+    expect(secret.code).toBe(6);
     expect(secret.stderr).toContain("a2rl's own variables (A2RL_*: the admin token, the judge's key) never enter the agent's jail");
     // Refused before anything was opened: no store, no run.
     expect(existsSync(join(lonely, 'store.sqlite'))).toBe(false);
@@ -676,7 +686,7 @@ while not os.path.exists("done"):
       {},
       lonely,
     );
-    expect(sharedGpus.code).toBe(1);
+    expect(sharedGpus.code).toBe(2);
     expect(sharedGpus.stderr).toContain("would give each run's own server the same GPUs; add --transport http");
     expect(existsSync(join(lonely, 'runs'))).toBe(false);
   });
@@ -689,19 +699,25 @@ describe('a2rl agent-config', () => {
     for (const agent of manualAgents) {
       for (const transport of ['stdio', 'http'] as const) {
         const script = manualConfig({ agent, home: docsHome, transport, ...(transport === 'stdio' ? { task: 'micro-gsm8k' } : {}) });
-        // The docs show this checkout as /path/to/a2rl-bench.
-        expect(operating, `${agent} over ${transport}`).toContain(
-          `\`\`\`sh\n${script.replaceAll(packageRoot, '/path/to/a2rl-bench')}\`\`\``,
-        );
+        // The docs show this checkout as /path/to/a2rl-bench, and the CLI where scripts/setup.sh installs it.
+        const kind = agentKind(agent);
+        const shown = script
+          .replace(findExecutable(kind)!, join('/path/to/a2rl-bench/.agents/node_modules/.bin', kind.executable!))
+          .replaceAll(packageRoot, '/path/to/a2rl-bench')
+          .replaceAll(process.execPath, '/usr/bin/node');
+        expect(operating, `${agent} over ${transport}`).toContain(`\`\`\`sh\n${shown}\`\`\``);
       }
     }
     // The command prints that script.
     const printed = await a2rl(['agent-config', 'codex', '--transport', 'http'], {}, docsHome);
     expect(printed.code, printed.stderr).toBe(0);
-    expect(printed.stdout).toBe(manualConfig({ agent: 'codex', home: docsHome, transport: 'http' }));
+    // It names the CLI a2rl run would start: here the stand-in first on PATH.
+    expect(printed.stdout).toBe(
+      manualConfig({ agent: 'codex', home: docsHome, transport: 'http' }).replace(findExecutable(agentKind('codex'))!, join(bin, 'codex')),
+    );
     const refused = await a2rl(['agent-config', 'replay:x.jsonl', '--task', 'micro-gsm8k'], {}, docsHome);
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('Allowed choices are claude-code, codex, gemini-cli');
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('Allowed choices are claude-code, codex, gemini-cli, opencode, qwen-code');
     const refusals: Array<[ManualConfigOptions, string]> = [
       [{ agent: 'claude-code', home: docsHome, transport: 'stdio' }, 'Over stdio the script makes a new run: give its task with --task'],
       [{ agent: 'codex', home: docsHome, transport: 'http', task: 'micro-gsm8k' }, 'over HTTP the run is the one a2rl runs create made'],
@@ -769,7 +785,7 @@ describe('replays', { timeout: 30 * 60_000 }, () => {
     expect(failed.code).toBe(1);
     expect(failed.stderr).toContain('expected {"field":"run_state","equals":"ended"}, got run_state = "active"');
     const ambiguous = await a2rl(['replay', shortReplay, '--url', url, '--task', 'micro-gsm8k'], {}, remote);
-    expect(ambiguous.code).toBe(1);
+    expect(ambiguous.code).toBe(2);
     expect(ambiguous.stderr).toContain('replay plays against one server');
   });
 

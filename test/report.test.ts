@@ -537,7 +537,7 @@ describe('a2rl report, runs export and leaderboard commands', () => {
     const missing = await run('node', [cliEntry, '--home', home, 'report', 'nope']).catch(
       (error: { stderr: string; code: number }) => error,
     );
-    expect(missing).toMatchObject({ code: 1 });
+    expect(missing).toMatchObject({ code: 3 });
     expect((missing as { stderr: string }).stderr).toContain('No run "nope"');
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BubblewrapBackend } from '../sandbox/bwrap.js';
@@ -6,7 +6,7 @@ import type { SandboxInstance } from '../sandbox/contract.js';
 import { fullTierRuntimeTarget } from '../src/tasks/full-task.js';
 import { type JobTrace, jobTraceSandbox, keepJobTrace, readJobTrace, traceJobVariable } from '../src/jobs/job-trace.js';
 import { analyzeRun, type JobFact, loadRunFacts } from '../src/reports/analysis.js';
-import { readRoute, routeFromTrace } from '../src/reports/route.js';
+import { readRoute, routeFromTrace, trainerRoutes } from '../src/reports/route.js';
 import { packageRoot } from '../src/util/paths.js';
 import { fullTierPython } from './helpers/fixture-hub.js';
 import { type InProcessRun, startInProcess } from './helpers/in-process.js';
@@ -349,3 +349,37 @@ async function finished(served: InProcessRun, jobId: number): Promise<void> {
     if ((status.structured.jobs as Array<{ state: string }>)[0]!.state !== 'running') return;
   }
 }
+
+describe("trl.experimental's trainers", () => {
+  /** Trainers that train no policy (a process reward model): read as the trace says, like transformers' Trainer. */
+  const notPolicies = ['PRMTrainer'];
+  const trained = (name: string): JobTrace => ({
+    python: true,
+    programs: [['python3', 'train.py']],
+    trainers: { built: [name], trained: [name] },
+    gradients: 3,
+    online: true,
+    reads: [],
+  });
+
+  it('each of the installed trl maps to its route, by what it trains on', () => {
+    const [site] = readdirSync(join(packageRoot, '.venv-full', 'lib')).map((python) =>
+      join(packageRoot, '.venv-full', 'lib', python, 'site-packages'),
+    );
+    const experimental = join(site!, 'trl', 'experimental');
+    expect(existsSync(experimental), `${experimental} is missing: run \`npm run setup\` (it builds .venv-full)`).toBe(true);
+    const names = new Set<string>();
+    for (const file of readdirSync(experimental, { recursive: true, encoding: 'utf8' }).filter((path) => path.endsWith('.py'))) {
+      for (const match of readFileSync(join(experimental, file), 'utf8').matchAll(/^class (\w+Trainer)\b/gm)) names.add(match[1]!);
+    }
+    expect(names.size).toBeGreaterThan(10);
+    expect([...names].filter((name) => !trainerRoutes[name] && !notPolicies.includes(name)).sort()).toEqual([]);
+    const routeOf = (name: string) => routeFromTrace(trained(name), new Set(), 'python3 train.py', { 'train.py': 'trainer.train()' });
+    expect(routeOf('GMPOTrainer')).toMatchObject({ route: 'grpo', basis: "trl's GMPOTrainer trained (job trace)" });
+    expect(routeOf('A2POTrainer')?.route).toBe('reinforce');
+    expect(routeOf('XPOTrainer')?.route).toBe('dpo');
+    expect(routeOf('GKDTrainer')?.route).toBe('sft');
+    // A process reward model's training is read as any other: here, given data and no reward named.
+    expect(routeOf('PRMTrainer')?.route).toBe('sft');
+  });
+});

@@ -449,7 +449,7 @@ describe("a grading's own search channel (DeepSearchQA's grader searches)", () =
       expect(metrics.public).toMatchObject({ score: 50, correct: 1, total: 2, string_matched: 0 });
       expect(metrics.private).toMatchObject({ score: 50, correct: 1, total: 2, string_matched: 2, whole_score: 50, whole_total: 4 });
       const asked = llm.requests[0]!.body;
-      expect(asked.temperature).toBe(0);
+      expect(asked.temperature).toBe(0.5);
       expect(asked.messages[0]).toEqual({ role: 'system', content: 'You are a strict answer evaluator.' });
       expect(asked.messages[1]!.content).toContain(
         'Question answer type: Single Answer\n        Gold answer: Oslo\n        Predicted answer: oslo\n',

@@ -41,12 +41,16 @@ export const execTool = defineTool({
   }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run, args, extra) => {
-    const started = await run.startJob('exec', {
-      command: args.command,
-      argv: ['/bin/sh', '-c', args.command],
-      limits: run.jobLimits(),
-      timeoutMs: args.timeout_s * 1000,
-    });
+    const started = await run.startJob(
+      'exec',
+      {
+        command: args.command,
+        argv: ['/bin/sh', '-c', args.command],
+        limits: run.jobLimits(),
+        timeoutMs: args.timeout_s * 1000,
+      },
+      extra.signal,
+    );
     const job = await waitForJob(run, started, args.timeout_s + 10, extra);
     const { text, truncated } = readTail(job.log_path, maxOutputBytes);
     const duration = ((job.ended_at ?? Date.now()) - job.created_at) / 1000;

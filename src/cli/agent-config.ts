@@ -19,8 +19,17 @@ export function addAgentConfigCommand(program: Command, { home }: CliContext): v
     .option('--task <id>', 'stdio: the task of the new run, e.g. micro-gsm8k', taskOption)
     .option('--budget <spec>', 'stdio: limits over the task default, e.g. wall=30m', budgetOption)
     .option('--label <name>', 'stdio: label of the new run (default: the agent)')
+    .option(
+      '--model <name>',
+      "the agent's driver model, as a2rl run --model gives it (OpenCode: a NAME without a provider is served at $OPENAI_BASE_URL)",
+    )
     .option('--url <url>', 'http: the MCP URL of serve --http (default http://127.0.0.1:8700/mcp); the token comes from $A2RL_RUN_TOKEN')
-    .action((agent: string, options: { transport: 'stdio' | 'http'; task?: string; budget?: string; label?: string; url?: string }) => {
-      process.stdout.write(manualConfig({ agent, home: home(), ...options }));
-    });
+    .action(
+      (
+        agent: string,
+        options: { transport: 'stdio' | 'http'; task?: string; budget?: string; label?: string; model?: string; url?: string },
+      ) => {
+        process.stdout.write(manualConfig({ agent, home: home(), ...options }));
+      },
+    );
 }

@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import { oracleOf, runDemo } from '../launch/demo.js';
+import { type DemoResult, oracleOf, runDemo } from '../launch/demo.js';
 import { getTask, listTaskIds, type OracleRoute, oracleRoutes } from '../tasks/task.js';
 import { budgetOption, type CliContext, taskOption } from './options.js';
 import { formatSummaryTable } from './summary-table.js';
@@ -20,9 +20,25 @@ export function addDemoCommand(program: Command, { home }: CliContext): void {
       const tasks =
         options.task ?? listTaskIds('micro').filter((id) => route === undefined || getTask(id).oracles.some((o) => o.route === route));
       for (const task of tasks) oracleOf(getTask(task), route);
-      const summaries = [];
-      for (const task of tasks) summaries.push(await runDemo({ task, route, home: home(), budget: options.budget }));
-      process.stdout.write(`${formatSummaryTable(summaries)}\n`);
+      const results: DemoResult[] = [];
+      const started = Date.now();
+      for (const [index, task] of tasks.entries()) {
+        const elapsed = (Date.now() - started) / 60_000;
+        // With tasks done, the rest is estimated at their mean.
+        const eta = index > 0 ? `, about ${Math.ceil((elapsed / index) * (tasks.length - index))} min left` : '';
+        process.stderr.write(`a2rl demo: task ${index + 1}/${tasks.length}, ${task} (${elapsed.toFixed(1)} min so far${eta})\n`);
+        results.push(await runDemo({ task, route, home: home(), budget: options.budget }));
+      }
+      const summaries = results.flatMap((result) => (result.summary ? [result.summary] : []));
+      if (summaries.length > 0) process.stdout.write(`${formatSummaryTable(summaries)}\n`);
       for (const s of summaries) process.stdout.write(`run ${s.run_id} (${s.task}): ${s.end_reason ?? s.state}\n`);
+      const failed = results.filter((result) => result.failure);
+      for (const { task, failure } of failed) process.stderr.write(`a2rl: demo: ${task} failed: ${failure}\n`);
+      if (failed.length > 0) process.exitCode = demoExitStatus(failed[0]!.task);
     });
+}
+
+/** The demo's exit status when a task failed: 100 + the task's place in `a2rl tasks` (1 = the first), whichever tasks ran. */
+export function demoExitStatus(task: string): number {
+  return 100 + listTaskIds().indexOf(task) + 1;
 }

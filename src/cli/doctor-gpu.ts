@@ -2,17 +2,20 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxBackend } from '../../sandbox/contract.js';
+import { DockerBackend } from '../../sandbox/docker.js';
+import { describeGpuPath } from '../../sandbox/docker-gpus.js';
 import { runOnce } from '../grading/run-once.js';
 import { fullTierRuntimeTarget } from '../tasks/full-task.js';
 import { packageRoot, tasksRoot } from '../util/paths.js';
 
-const setupFix = 'fix: A2RL_FULL_GPU=1 sh scripts/setup.sh (CUDA torch and vLLM in .venv-full)';
+const setupFix = 'fix: A2RL_FULL_GPU=1 sh scripts/setup.sh full (CUDA torch and vLLM in .venv-full, on the route gpu-route names)';
 
 /**
  * `a2rl doctor`'s GPU lines, each "ok" or what is wrong and the fix: the GPUs, driver and CUDA nvidia-smi reports; the
- * full tier's runtime (its torch's CUDA, vLLM); and, on each working sandbox backend, a job holding GPU 0 that runs
- * hflm's probe (device nodes, NVML, a CUDA kernel, vLLM's import) exactly as a run's GPU job would. On a host where
- * nvidia-smi lists no GPU: one line saying so.
+ * CUDA route that driver runs (scripts/gpu-route.sh, the lock file setup builds from); the full tier's runtime (its
+ * torch's CUDA, vLLM); and, on each working sandbox backend, a job holding GPU 0 that runs hflm's probe (device nodes,
+ * NVML, a CUDA kernel, vLLM's import) exactly as a run's GPU job would, on Docker naming how the engine passes GPUs
+ * (CDI or --gpus). On a host where nvidia-smi lists no GPU: one line saying so.
  */
 export async function gpuReport(backends: ReadonlyArray<{ name: string; backend: SandboxBackend }>): Promise<string[]> {
   const listed = spawnSync('nvidia-smi', ['--query-gpu=index,name,driver_version', '--format=csv,noheader'], {
@@ -32,6 +35,13 @@ export async function gpuReport(backends: ReadonlyArray<{ name: string; backend:
   const driverCuda = /CUDA Version:\s*([\d.]+)/.exec(header)?.[1] ?? 'unknown';
   const [, name, driver] = gpus[0]!.split(',').map((field) => field.trim());
   const lines = [`gpu\tok: ${gpus.length} GPU(s), ${name}; driver ${driver}, which runs CUDA up to ${driverCuda}`];
+  const route = spawnSync('sh', [join(packageRoot, 'scripts', 'gpu-route.sh')], { encoding: 'utf8', timeout: 20_000 });
+  const [routeName, lockFile, why] = route.stdout.trim().split('\t');
+  lines.push(
+    route.status === 0
+      ? `gpu-route\tok: ${routeName} (${lockFile}): ${why}`
+      : `gpu-route\t${route.stderr.trim().replace(/^gpu-route: /, '') || `scripts/gpu-route.sh failed (exit ${route.status})`}`,
+  );
 
   const python = join(packageRoot, '.venv-full', 'bin', 'python');
   if (!existsSync(python)) return [...lines, `gpu-runtime\tmissing: ${python}; ${setupFix}`];
@@ -77,7 +87,8 @@ export async function gpuReport(backends: ReadonlyArray<{ name: string; backend:
             .slice(-2)
             .join('; ')})`
         : `FAILED: ${failed ?? (probe.timedOut ? 'timed out after 180 s' : `exit ${probe.exitCode ?? probe.signal}: ${out.slice(-2).join(' | ')}`)}`;
-    lines.push(`gpu-${backendName}\t${verdict}`);
+    const path = backend instanceof DockerBackend ? `; GPUs passed by ${describeGpuPath(await backend.gpuPath())}` : '';
+    lines.push(`gpu-${backendName}\t${verdict}${path}`);
   }
   return lines;
 }

@@ -1,4 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import type { JudgeConfig } from '../grading/judge/registry.js';
 import { judgeNames } from '../grading/judge/registry.js';
 import { alpacaEvalAnnotatorNames, type AlpacaEvalAnnotatorName } from '../grading/judge/alpaca-eval-annotators.js';
@@ -14,6 +16,29 @@ import { searchProviderNames } from '../search/providers/index.js';
 /** What every command group is given: the store's folder, from the global --home. */
 export interface CliContext {
   home: () => string;
+}
+
+/**
+ * A --home given on the command line must exist: a typo would otherwise start a new, empty store beside the old one,
+ * and its runs would look gone. A new home is made by asking for it (--init); the default home ($A2RL_HOME, else
+ * ~/.a2rl) is made on first use.
+ */
+export function checkHome(home: string, { given, init }: { given: boolean; init: boolean }): void {
+  if (existsSync(home)) {
+    if (!statSync(home).isDirectory())
+      throw new A2rlError('INVALID_INPUT', `--home ${home} is a file, not a folder: give the folder of an a2rl home.`);
+    return;
+  }
+  if (given && !init) {
+    throw new A2rlError(
+      'NOT_FOUND',
+      `--home ${home} does not exist: check its spelling (the runs of a home are in its store.sqlite), or add --init to make a new home there.`,
+    );
+  }
+  // The folder nearest to it that exists must be writable (a read-only disk, no permission): said of that folder.
+  let existing = dirname(resolve(home));
+  while (!existsSync(existing)) existing = dirname(existing);
+  if (statSync(existing).isDirectory()) accessSync(existing, constants.W_OK);
 }
 
 /** Runs a parser, turning the project's errors into commander's, so they print as option errors. */

@@ -3,6 +3,7 @@ import { serverName } from '../launch/agents.js';
 import { connectFromMcpConfig, connectHttp, connectStdio } from '../launch/client.js';
 import { loadReplay, playReplay } from '../launch/replay.js';
 import { A2rlError } from '../util/errors.js';
+import { type Progress, startWaiting } from '../util/progress.js';
 import { budgetOption, type CliContext, taskOption } from './options.js';
 
 /** `a2rl replay`: a scripted replay through a real MCP client. */
@@ -50,14 +51,22 @@ export function addReplayCommand(program: Command, { home }: CliContext): void {
           : options.url
             ? await connectHttp(options.url, token!, 'a2rl-replay')
             : await connectFromMcpConfig(options.mcpConfig!, serverName, 'a2rl-replay');
+        // stdout is the steps' JSON lines; the wait of a long step (a job, a grading) shows on stderr.
+        let waiting: Progress | undefined;
         try {
           await playReplay(client, replay, {
-            onResult: (outcome) =>
+            onStep: (step, index, total) => {
+              waiting = startWaiting(`[${index + 1}/${total}] line ${step.line} ${step.tool}`);
+            },
+            onResult: (outcome) => {
+              waiting?.stop();
               process.stdout.write(
                 `${JSON.stringify({ line: outcome.step.line, tool: outcome.step.tool, ok: !outcome.isError, calls: outcome.calls, duration_ms: outcome.durationMs })}\n`,
-              ),
+              );
+            },
           });
         } finally {
+          waiting?.stop();
           await client.close();
         }
       },

@@ -46,7 +46,7 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
       )
       .requiredOption(
         '--agent <agent>',
-        "claude-code, codex, gemini-cli, replay:FILE or command:'…' (reads $A2RL_MCP_CONFIG, $A2RL_PROMPT)",
+        "claude-code, codex, gemini-cli, opencode, qwen-code, openhands (not yet run against the real CLI), replay:FILE or command:'…' (reads $A2RL_MCP_CONFIG, $A2RL_PROMPT)",
       )
       .requiredOption('--task <id>', 'task to run, e.g. micro-gsm8k', taskOption)
       .option('--base-model <id>', "a full-tier task's base model, a Hugging Face id (default: the task's), prepared by a2rl prepare")
@@ -78,7 +78,7 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
       )
       .option(
         '--agent-env <name>',
-        "a variable of this environment the agent gets beside PATH, locale, terminal and its provider's (ANTHROPIC_*, OPENAI_*, GEMINI_*/GOOGLE_*), e.g. HTTPS_PROXY or AWS_*; repeat it; never A2RL_*",
+        "a variable of this environment the agent gets beside PATH, locale, terminal and its provider's (ANTHROPIC_*, OPENAI_*, GEMINI_*/GOOGLE_*; OpenCode and Qwen Code: OPENAI_*, OpenCode also ANTHROPIC_*), e.g. HTTPS_PROXY or AWS_*; repeat it; never A2RL_*",
         collectAgentEnv,
         [],
       )

@@ -7,9 +7,10 @@ import { defaultLogCap } from '../jobs/capped-log.js';
 import { serveHttp } from '../mcp/transports/http/serve.js';
 import { serveStdio } from '../mcp/transports/stdio.js';
 import { A2rlError } from '../util/errors.js';
-import { createView } from '../view/handler.js';
+import { createView } from '../view/worker-proxy.js';
 import { viewTokenBeside } from '../view/token.js';
 import { createLogger } from '../util/logger.js';
+import { endWithParent } from './end-with-parent.js';
 import {
   addJudgeOptions,
   addSearchOptions,
@@ -48,8 +49,10 @@ interface ServeOptions extends JudgeOptions, SandboxOptions, SearchOptions {
   sessionIdle: number;
   diskQuota?: number;
   storage?: 'kernel' | 'walk';
+  overcommitDisk?: boolean;
   maxLog: number;
   callsPerSecond: number;
+  detach?: boolean;
 }
 
 /**
@@ -116,6 +119,10 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
         ).choices(['kernel', 'walk']),
       )
       .option(
+        '--overcommit-disk',
+        "make a new run's workspace image even where the home's free space cannot cover its --disk-quota plus what the live runs' images may still grow (logged as a warning; without it such a run is refused)",
+      )
+      .option(
         '--max-log <MiB>',
         "most of a job's output its log keeps: the first and the last half of it, with a line saying how much was dropped between",
         wholeNumberOption,
@@ -127,9 +134,11 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
         wholeNumberOption,
         defaultCallsPerSecond,
       )
-      .option('--gpus <list>', 'host GPU indices jobs may be given, e.g. 0,1 (with two or more, the last is kept for grading)', gpusOption),
+      .option('--gpus <list>', 'host GPU indices jobs may be given, e.g. 0,1 (with two or more, the last is kept for grading)', gpusOption)
+      .option('--detach', 'keep serving after the process that started this one ends (by default the server stops with it)'),
   ).action(async (options: ServeOptions) => {
     const mode = serveMode(options);
+    if (!options.detach) endWithParent();
     const judge = judgeConfig(options);
     const log = createLogger();
     // Read before the engine starts: a view token that is the admin token is refused with nothing to undo.
@@ -143,6 +152,7 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
       maxExecs: mode === 'http' ? (options.maxExecs ?? (options.sandbox === 'slurm' ? undefined : execsPerCpu * cpus().length)) : undefined,
       diskQuotaBytes: options.diskQuota,
       storage: options.storage,
+      overcommitDisk: options.overcommitDisk,
       logCap: { headBytes: (options.maxLog * 2 ** 20) / 2, tailBytes: (options.maxLog * 2 ** 20) / 2 },
       callsPerSecond: options.callsPerSecond,
       sandbox: options.sandbox,

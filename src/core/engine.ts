@@ -8,6 +8,7 @@ import {
   createWorkspaceImage,
   freeWorkspaceImage,
   hasWorkspaceImage,
+  imageOvercommitRefusal,
   imageOvercommitWarning,
   mountWorkspace,
   type StorageEnforcement,
@@ -19,7 +20,7 @@ import { type BudgetLimits, formatBudget, parseBudget } from '../tasks/budget.js
 import { renderInstructions } from './instructions.js';
 import { A2rlError } from '../util/errors.js';
 import { GpuAllocator } from '../jobs/gpu-allocator.js';
-import { Grader } from '../grading/grader.js';
+import { type GradeRequest, Grader, gradingStopGraceMs } from '../grading/grader.js';
 import { checkInProgress, IntegrityChecks, stopGraceMs } from '../integrity/background.js';
 import { hasFinishedContaminationCheck, recordIncompleteContaminationCheck } from '../integrity/check.js';
 import { JobManager } from '../jobs/job-manager.js';
@@ -56,6 +57,13 @@ export interface EngineOptions {
   diskQuotaBytes?: number;
   /** What holds each new run to its disk quota: its own filesystem where the host can (default), or the disk walk. */
   storage?: 'kernel' | 'walk';
+  /**
+   * Make a new run's image even where the home's free space cannot cover its quota and what the live runs' images may
+   * still grow (a warning then, no refusal): `serve --overcommit-disk`.
+   */
+  overcommitDisk?: boolean;
+  /** How long closing waits for gradings in flight before it records them unsettled and leaves (default {@link gradingStopGraceMs}). */
+  gradingGraceMs?: number;
   /** Tool calls each run may make per second, sustained (default: {@link defaultCallsPerSecond}). */
   callsPerSecond?: number;
   /** What each job's log keeps of its output (default: the first and last 16 MiB). */
@@ -114,6 +122,8 @@ export class Engine {
   private readonly integrityStarted = new Set<string>();
   /** What holds the runs this process serves first to their quota (`EngineOptions.storage`). */
   private storage: 'kernel' | 'walk' = 'kernel';
+  private overcommitDisk = false;
+  private gradingGraceMs = gradingStopGraceMs;
   /** Run folders whose workspace filesystem this process mounted: unmounted when it closes. */
   private readonly mountedWorkspaces = new Set<string>();
 
@@ -180,6 +190,8 @@ export class Engine {
       search,
     );
     engine.storage = options.storage ?? 'kernel';
+    engine.overcommitDisk = options.overcommitDisk ?? false;
+    engine.gradingGraceMs = options.gradingGraceMs ?? gradingStopGraceMs;
     if (options.recover ?? true) await engine.recover();
     engine.warnOvercommit();
     return engine;
@@ -402,6 +414,15 @@ export class Engine {
         this.mountedWorkspaces.add(row.dir);
       } else if (!this.store.listEvents(row.id, 'run').some((event) => event.name === 'storage')) {
         const walk = this.walkReason(workspace);
+        if (!walk && !this.overcommitDisk) {
+          const liveRuns = this.store.listActiveRuns().filter((run) => run.id !== row.id);
+          const refusal = imageOvercommitRefusal(
+            this.home,
+            liveRuns.map((run) => run.dir),
+            this.services.limits.diskQuotaBytes,
+          );
+          if (refusal) throw new Error(refusal);
+        }
         const storage: StorageEnforcement = walk
           ? { enforcement: 'walk', reason: walk }
           : await createWorkspaceImage(row.dir, this.services.limits.diskQuotaBytes);
@@ -611,7 +632,9 @@ export class Engine {
       if (run.state !== 'ended' || this.integrityStarted.has(run.id)) continue;
       if (this.store.listJobs(run.id, agentJobKinds).some((job) => job.state === 'running')) continue;
       this.integrityStarted.add(run.id);
-      this.integrity.start(run.id);
+      // The check was the ended run's last reader of its workspace: its loop device goes back now, not when this server
+      // closes (a reader mounts the image read-only again: run-storage.ts, withWorkspaceReadable).
+      this.integrity.start(run.id, () => void this.unmountStorage(run.dir));
     }
   }
 
@@ -632,7 +655,7 @@ export class Engine {
     // A check still running reads its run's: that check unmounts it when it is done (src/integrity/check-process.ts).
     const checking = this.integrity.runningRun && this.store.getRun(this.integrity.runningRun)?.dir;
     await Promise.all([...this.mountedWorkspaces].filter((dir) => dir !== checking).map((dir) => this.unmountStorage(dir)));
-    await this.grader.drain();
+    this.recordUnsettled(await this.grader.drain(this.gradingGraceMs));
     await this.jobs.stopAll('the server stopped');
     // A run's sandbox (Docker: its container) goes with the server; an adopting server makes a new one.
     await Promise.all([...this.runs.values()].map((run) => run.sandbox.destroy()));
@@ -640,6 +663,26 @@ export class Engine {
     this.search?.close();
     await this.backend.dispose();
     this.store.close();
+  }
+
+  /**
+   * Gradings a stopping server waited for past its grace: recorded on their runs (`grading/unsettled`) and left; the jobs
+   * stopped next end them. A later server grades an unfinished submission again; a baseline is graded by the next run
+   * that needs it.
+   */
+  private recordUnsettled(unsettled: GradeRequest[]): void {
+    for (const request of unsettled) {
+      const what = request.checkpointDir === request.task.paths.baseModel ? 'baseline' : 'submission';
+      this.logger.warn(
+        { run: request.runId, what },
+        `a grading did not settle within ${this.gradingGraceMs / 1000} s of the server stopping: left unsettled`,
+      );
+      try {
+        request.record('grading', 'unsettled', { what, content_hash: request.contentHash, waited_ms: this.gradingGraceMs });
+      } catch (error) {
+        this.logger.error({ err: error, run: request.runId }, 'an unsettled grading could not be recorded');
+      }
+    }
   }
 }
 

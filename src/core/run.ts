@@ -225,14 +225,20 @@ export class Run {
     return gradedSubmissions(this.services.store, this.row);
   }
 
-  /** Starts one of the agent's jobs in the run's sandbox, charged to its budget. */
+  /**
+   * Starts one of the agent's jobs in the run's sandbox, charged to its budget. A job started for a tool call that
+   * waits on it (exec) is given the call's `signal`: the client cancelling the call stops the job, process tree and all.
+   */
   async startJob(
     kind: 'exec' | 'training' | 'rollouts',
     job: Pick<JobRequest, 'command' | 'argv' | 'limits' | 'gpuCount' | 'timeoutMs' | 'episodesRequested' | 'collect' | 'env'>,
+    signal?: AbortSignal,
   ): Promise<JobRow> {
     // exec stays allowed over the quota (it is how the agent deletes files): only long jobs need a fresh figure.
     if (kind !== 'exec') await this.measureDisk();
     for (const deadline = Date.now() + execSlotWaitMs; ; await sleep(50)) {
+      // The answer is never sent (the SDK drops a cancelled call's): the code only keeps it apart from the tool's failures.
+      if (signal?.aborted) throw new A2rlError('CONFLICT', 'The client cancelled this call before its job started; nothing was run.');
       try {
         this.assertCanStart(kind, job.episodesRequested, job.limits.memoryBytes);
         break;
@@ -241,7 +247,7 @@ export class Run {
         if (kind !== 'exec' || !isA2rlError(error, 'BUSY') || Date.now() >= deadline) throw error;
       }
     }
-    return this.services.jobs.start({
+    const started = await this.services.jobs.start({
       ...job,
       runId: this.id,
       kind,
@@ -251,6 +257,16 @@ export class Run {
       record: this.record,
       keepTrace: kind === 'training' ? (jobId) => keepJobTrace(this.dir, this.workspace.root, jobId) : undefined,
     });
+    // Stopped at once, not at its timeout: its side effects stop with it and its exec slot is free for the next call.
+    const cancel = () =>
+      void this.services.jobs
+        .stop(started.id, 'cancelled', 'the client cancelled the call')
+        .catch((error: unknown) =>
+          this.logger.error({ err: error, run: this.id, job: started.id }, 'a cancelled job could not be stopped'),
+        );
+    if (signal?.aborted) cancel();
+    else signal?.addEventListener('abort', cancel, { once: true });
+    return started;
   }
 
   /** Snapshots the workspace's code/ folder into the server's content-addressed store, recorded against a job or submission. */
@@ -468,7 +484,10 @@ export class Run {
     }
     // exec stays allowed over the quota: it is how the agent deletes files.
     if (kind !== 'exec' && this.overDiskQuota()) throw this.quotaError(this.diskReading.used, 'no training or rollout job can start');
-    const running = this.services.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
+    // A job being stopped holds no slot: its tree is being killed (a cancelled exec frees its slot for the very next call).
+    const running = this.services.store
+      .listJobs(this.id, agentJobKinds)
+      .filter((job) => job.state === 'running' && !this.services.jobs.isStopping(job.id));
     const named = (jobs: JobRow[]) => jobs.map((job) => `job-${job.seq}`).join(', ');
     const alike = running.filter((job) => (job.kind === 'exec') === (kind === 'exec'));
     if (kind === 'exec' && alike.length >= maxConcurrentExecs) {

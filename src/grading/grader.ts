@@ -6,6 +6,7 @@ import { A2rlError, isA2rlError } from '../util/errors.js';
 import type { JobManager } from '../jobs/job-manager.js';
 import type { Judge } from './judge/judge.js';
 import { graderKind } from './kinds/index.js';
+import { environmentRecord } from './environment.js';
 import type { Logger } from '../util/logger.js';
 import type { RecordEvent } from '../store/events.js';
 import { readTail } from '../util/safe-fs.js';
@@ -62,6 +63,12 @@ export interface GradeRequest {
 }
 
 /**
+ * How long a stopping server waits for the gradings in flight (a stdio run's baseline at its end among them) before it
+ * records them unsettled and leaves: bounded, as the contamination check's wait is (src/integrity/background.ts).
+ */
+export const gradingStopGraceMs = 5 * 60_000;
+
+/**
  * Grades checkpoints with the task's own grader in a sandbox of its own (no network, the
  * checkpoint and the evaluation data read-only, nothing of the agent's workspace), then,
  * by the task's kind, runs the programs it wrote or has its responses judged. Grades are
@@ -72,6 +79,8 @@ export interface GradeRequest {
 export class Grader {
   private readonly limit: ReturnType<typeof pLimit>;
   private readonly inFlight = new Map<string, Promise<GradeRow>>();
+  /** The request that started each grading in flight, by the same key. */
+  private readonly requests = new Map<string, GradeRequest>();
   /** Why the last grading of a key failed, until it is graded again: a failed baseline is shown with its reason. */
   private readonly failures = new Map<string, string>();
 
@@ -91,19 +100,37 @@ export class Grader {
 
   /**
    * The version grades of this task are stored under: the grader's, the server's part of it, the search provider's for
-   * graders that search (other answers, other scores), and the judge's for judged tasks.
+   * graders that search (other answers, other scores), the environment packages it played in (stand-in or upstream,
+   * `environmentRecord`), and the judge's for judged tasks.
    */
   version(task: Task): string {
     const kind = graderKind(task.grader.kind);
     // Micro tasks run their programs with their own env package's runner, which their grader version already hashes.
     const server = task.tier === 'full' && kind.serverPart ? `/${kind.serverPart}` : '';
     const search = task.grader.search && this.search ? `/${this.search.gradingVersion}` : '';
-    return `${task.graderVersion}${server}${search}${kind.judged ? `/judge:${this.judge.id}` : ''}`;
+    const environment = environmentRecord(task);
+    return `${task.graderVersion}${server}${search}${environment ? `/env:${environment}` : ''}${kind.judged ? `/judge:${this.judge.id}` : ''}`;
   }
 
-  /** Resolves when every grading started so far has finished. */
-  async drain(): Promise<void> {
-    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight.values()]);
+  /**
+   * Resolves when every grading started so far has finished, or once `graceMs` has passed: then with the gradings left
+   * unsettled (the first request of each), which a server that stops records and leaves (a later server grades a
+   * submission again; a baseline is graded again by the next run that needs it).
+   */
+  async drain(graceMs = Number.POSITIVE_INFINITY): Promise<GradeRequest[]> {
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<void>((resolve) => {
+      if (Number.isFinite(graceMs)) timer = setTimeout(resolve, graceMs);
+    });
+    const settled = (async () => {
+      while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight.values()]);
+    })();
+    try {
+      await Promise.race([settled, graceOver]);
+    } finally {
+      clearTimeout(timer);
+    }
+    return [...this.requests.values()];
   }
 
   cached(task: Task, contentHash: string, version = this.version(task)): GradeRow | undefined {
@@ -122,8 +149,12 @@ export class Grader {
           this.failures.set(key, isA2rlError(error) ? error.message : `grading failed: ${String(error)}`);
           throw error;
         })
-        .finally(() => this.inFlight.delete(key));
+        .finally(() => {
+          this.inFlight.delete(key);
+          this.requests.delete(key);
+        });
       this.inFlight.set(key, grading);
+      this.requests.set(key, request);
     }
     return grading;
   }

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { unmountWorkspace, workspaceMounted } from '../../sandbox/run-storage.js';
+import { unmountWorkspace } from '../../sandbox/run-storage.js';
 import { ownerAlive } from '../../sandbox/process-tree.js';
 import { Store } from '../store/store.js';
 import { checkBusyExitCode, checkStoreExitCode, takeCheckLock } from './background.js';
@@ -37,7 +37,7 @@ try {
   }
   recordContaminationCheck(store, home, runId);
   // A workspace its stopped server left mounted, for this check: unmounted once nothing serves the run.
-  if (run && workspaceMounted(run.dir) && !ownerAlive(store.getRun(runId)!.owner)) await unmountWorkspace(run.dir);
+  if (run) await unmountWorkspace(run.dir, () => ownerAlive(store!.getRun(runId)!.owner));
   lock.close();
 } catch (error) {
   if (!isStoreError(error)) throw error;

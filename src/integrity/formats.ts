@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { fstatSync } from 'node:fs';
 import * as zlib from 'node:zlib';
+import { Gunzip } from 'fflate';
 import { readAt } from '../util/safe-fs.js';
 
 /**
@@ -55,6 +56,13 @@ export class DecodeBudget {
   reserve(bytes: number, what: string): void {
     if (bytes > this.left)
       throw new UnreadableError(`${what} declares ${bytes} bytes, past what it may expand to (${this.limitText}): not read`);
+  }
+  /** Refuses a stream declaring more than may be scanned (`maxExpansion` times the file's size), before it is decoded. */
+  reserveScan(bytes: number, what: string): void {
+    if (bytes > this.scanLeft)
+      throw new UnreadableError(
+        `${what} declares ${bytes} bytes, past what it may expand to (${maxExpansion}× its ${this.fileBytes} bytes on disk): not read`,
+      );
   }
   charge(bytes: number): void {
     this.left -= bytes;
@@ -129,24 +137,73 @@ function utf16WithoutMark(head: Buffer): 'utf16le' | 'utf16be' | undefined {
   return undefined;
 }
 
-/** A gzip stream decoded whole, within the budget (its declared size, the trailer's ISIZE, is checked first). */
-export function gunzipBounded(source: ByteSource, budget: DecodeBudget): Buffer {
-  if (source.size > maxDecodedBytes)
-    throw new UnreadableError(
-      `a gzip stream of ${source.size} bytes, over the ${maxDecodedBytes / 2 ** 20} MiB decoded in memory: not read`,
-    );
-  if (source.size >= 18) budget.reserve(source.read(source.size - 4, 4).readUInt32LE(0), 'the gzip stream');
-  const compressed = source.read(0, source.size);
-  let decoded: Buffer;
-  try {
-    decoded = zlib.gunzipSync(compressed, { maxOutputLength: Math.max(1, budget.left) });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError)
-      throw new UnreadableError(`the gzip stream expands past what it may (${budget.limitText}): not read`);
-    throw new UnreadableError(`the gzip stream is damaged (${(error as Error).message}): not read`);
+/** Compressed bytes given to the gzip decoder at a time: what one push may inflate to stays small (deflate: 1032 times). */
+const gzipInputBytes = 64 * 2 ** 10;
+
+/**
+ * A gzip stream (every member of it) decoded as it is read, synchronously (fflate's streaming Gunzip): the check holds
+ * no more of it than its caller keeps. Its size field (the last member's, modulo 4 GiB) is checked first, then what it
+ * decodes, as it decodes, against `maxExpansion` times the file's size (the budget's scan allowance): a bomb is refused
+ * as it expands, whatever it declares.
+ */
+export class GunzipReader {
+  private readonly gunzip: Gunzip;
+  private readonly pending: Buffer[] = [];
+  private inputAt = 0;
+  private ended = false;
+  private readonly allowance: number;
+  /** Bytes decoded so far. */
+  decoded = 0;
+
+  constructor(
+    private readonly source: ByteSource,
+    budget: DecodeBudget,
+  ) {
+    if (source.size >= 18) budget.reserveScan(source.read(source.size - 4, 4).readUInt32LE(0), 'the gzip stream');
+    this.allowance = budget.scanLeft;
+    this.gunzip = new Gunzip((chunk, final) => {
+      this.decoded += chunk.length;
+      if (this.decoded > this.allowance)
+        throw new UnreadableError(
+          `the gzip stream expands past what it may (${maxExpansion}× its ${budget.fileBytes} bytes on disk): not read`,
+        );
+      if (chunk.length > 0) this.pending.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length));
+      if (final) this.ended = true;
+    });
   }
-  budget.charge(decoded.length);
-  return decoded;
+
+  /** The next decoded bytes, at most `max` of them; empty once the stream has ended. */
+  read(max: number): Buffer {
+    while (this.pending.length === 0 && !this.ended) this.feed();
+    const first = this.pending[0];
+    if (!first) return Buffer.alloc(0);
+    if (first.length <= max) return this.pending.shift()!;
+    this.pending[0] = first.subarray(max);
+    return first.subarray(0, max);
+  }
+
+  /** The next `max` decoded bytes, fewer only at the stream's end. */
+  readFull(max: number): Buffer {
+    const parts: Buffer[] = [];
+    let bytes = 0;
+    for (let part = this.read(max); part.length > 0; part = bytes < max ? this.read(max - bytes) : Buffer.alloc(0)) {
+      parts.push(part);
+      bytes += part.length;
+    }
+    return parts.length === 1 ? parts[0]! : Buffer.concat(parts, bytes);
+  }
+
+  private feed(): void {
+    if (this.inputAt >= this.source.size) throw new UnreadableError('the gzip stream is damaged (it ends inside a member): not read');
+    const piece = this.source.read(this.inputAt, gzipInputBytes);
+    this.inputAt += piece.length;
+    try {
+      this.gunzip.push(piece, this.inputAt >= this.source.size);
+    } catch (error) {
+      if (error instanceof UnreadableError) throw error;
+      throw new UnreadableError(`the gzip stream is damaged (${(error as Error).message}): not read`);
+    }
+  }
 }
 
 /**

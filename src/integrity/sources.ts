@@ -13,7 +13,7 @@ import {
   DecodeBudget,
   decodeWithCommand,
   fileSource,
-  gunzipBounded,
+  GunzipReader,
   inflateBounded,
   maxNesting,
   type Member,
@@ -183,7 +183,7 @@ function scanSource(
         if (nesting >= maxNesting) throw new UnreadableError(`archives nested more than ${maxNesting} deep: not read`);
         const inner = name.replace(/\.(gz|tgz)$/i, (suffix) => (suffix.toLowerCase() === '.tgz' ? '.tar' : ''));
         coverage.members++;
-        scanSource(bufferSource(gunzipBounded(file, budget)), inner, member('gunzip'), budget, nesting + 1, scan, coverage);
+        scanGzip(file, inner, member('gunzip'), budget, nesting, scan, coverage);
         return true;
       }
       case 'bzip2':
@@ -251,6 +251,70 @@ function scanSource(
   } catch (error) {
     unread(coverage, source, error instanceof UnreadableError ? error.message : `not read: ${(error as Error).message}`, file.size);
     return false;
+  }
+}
+
+/** The end of a zip archive (its end-of-central-directory record), looked for at the end of a stream too long to hold. */
+const zipEndSignature = Buffer.from([0x50, 0x4b, 0x05, 0x06]);
+const zipEndBytes = 65_557; // the record (22 bytes) and the longest comment it may carry
+
+/**
+ * A gzip stream: decoded whole in memory up to what the budget allows there, then read by what it holds as any file
+ * is; past that, where it holds text (or a binary's printable runs), scanned block by block as it decodes, so that an
+ * honest `.jsonl.gz` of any size is read whole in bounded memory. Another format that long (an archive, a Parquet
+ * file) is read only whole: not read, and a zip archive at the end of a streamed one is named as not read.
+ */
+function scanGzip(
+  file: ByteSource,
+  name: string,
+  source: SourceRef,
+  budget: DecodeBudget,
+  nesting: number,
+  scan: ContaminationScan,
+  coverage: ScanCoverage,
+): void {
+  const reader = new GunzipReader(file, budget);
+  const held: Buffer[] = [];
+  const inMemory = Math.max(0, budget.left);
+  for (let heldBytes = 0; heldBytes <= inMemory;) {
+    const block = reader.readFull(blockBytes);
+    if (block.length === 0) {
+      const whole = Buffer.concat(held, heldBytes);
+      held.length = 0;
+      budget.charge(whole.length);
+      scanSource(bufferSource(whole), name, source, budget, nesting + 1, scan, coverage);
+      return;
+    }
+    held.push(block);
+    heldBytes += block.length;
+  }
+  const format = sniff(held[0]!.subarray(0, sniffBytes), name);
+  if (format !== 'text' && format !== 'utf16le' && format !== 'utf16be' && format !== 'binary') {
+    throw new UnreadableError(
+      `a gzip stream decoding past ${Math.round(inMemory / 2 ** 20)} MiB to ${format} data, which is read only whole in memory: not read`,
+    );
+  }
+  // Every block but the last is blockBytes long (even: a UTF-16 pair is never cut), as scanBlocks reads them.
+  let tail: Buffer = Buffer.alloc(0);
+  const stream: ByteSource = {
+    size: Number.MAX_SAFE_INTEGER,
+    read: (_position, length) => {
+      const block = held.shift() ?? reader.readFull(length);
+      tail = block.length >= zipEndBytes ? block.subarray(-zipEndBytes) : Buffer.concat([tail, block]).subarray(-zipEndBytes);
+      return block;
+    },
+  };
+  const read = scanBlocks(stream, format === 'text' ? 'utf8' : format, source, scan);
+  if (format === 'binary') coverage.binary_bytes += read;
+  else coverage.bytes += read;
+  budget.chargeScan(reader.decoded, 'the gzip stream');
+  if (tail.includes(zipEndSignature)) {
+    unread(
+      coverage,
+      source,
+      'a zip archive at the end of a gzip stream too long to hold in memory (zip archives are read whole): not read',
+      file.size,
+    );
   }
 }
 

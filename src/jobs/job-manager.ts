@@ -126,6 +126,11 @@ export class JobManager {
     return this.live.size;
   }
 
+  /** Whether a running job is being stopped (cancelled, timed out, over budget): its process tree is ending. */
+  isStopping(id: number): boolean {
+    return this.live.get(id)?.stop !== undefined;
+  }
+
   /** Jobs of the given kinds, of all runs, running in this process now. */
   runningOfKinds(kinds: readonly JobKind[]): number {
     return [...this.live.values()].filter((job) => kinds.includes(job.request.kind)).length;

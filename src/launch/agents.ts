@@ -1,12 +1,15 @@
-import { accessSync, constants, existsSync } from 'node:fs';
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { delimiter, join, resolve } from 'node:path';
 import type { ModelActivity } from '../transcripts/model-activity.js';
 import type { TranscriptText } from '../transcripts/json-lines.js';
 import { claudeCodeTranscript } from '../transcripts/readers/claude-code.js';
 import { codexTranscript } from '../transcripts/readers/codex.js';
 import { geminiCliTranscript } from '../transcripts/readers/gemini-cli.js';
+import { openCodeTranscript } from '../transcripts/readers/opencode.js';
+import { qwenCodeTranscript } from '../transcripts/readers/qwen-code.js';
 import { A2rlError } from '../util/errors.js';
 import { cliEntry, packageRoot } from '../util/paths.js';
+import { agentInstallRoot } from './jail.js';
 import { loadReplay, replayWithFilesInlined } from './replay.js';
 
 /** Name of the MCP server in every agent's configuration; Claude Code names its tools `mcp__a2rl__<tool>`. */
@@ -26,6 +29,19 @@ export interface LaunchContext {
   homeDir: string;
   /** The operator's own arguments for the agent (`--agent-arg`), after the launcher's and before a positional prompt. */
   extraArgs: string[];
+  /**
+   * How long the agent waits for its MCP server to start and list its tools, in ms (`mcpStartTimeout`): without
+   * enough, a CLI starts with no tools at all on a loaded host.
+   */
+  mcpStartTimeoutMs: number;
+}
+
+/**
+ * The agent's wait for its MCP server: three times the server's start as measured on this host now, plus a minute,
+ * and never under two minutes. A CLI's default (about 30 s) is less than a loaded host's server takes.
+ */
+export function mcpStartTimeout(measuredStartMs: number): number {
+  return Math.max(120_000, Math.ceil(3 * measuredStartMs) + 60_000);
 }
 
 /** A file the launcher writes before it starts the agent. */
@@ -51,6 +67,10 @@ export interface AgentKind {
   executable?: string;
   /** The npm package that installs the executable, named in the error when it is missing. */
   npmPackage?: string;
+  /** How to install an executable that no npm package brings, named in the error when it is missing. */
+  install?: string;
+  /** Where its launcher was only tested against a stand-in, what `a2rl run --help` and the docs say of it. */
+  untested?: string;
   /** How the agent writes its transcript on stdout, recorded with the run. */
   transcript: string;
   versionArgs?: string[];
@@ -112,7 +132,7 @@ const claudeCode: AgentKind = {
   apiHosts: ['api.anthropic.com'],
   // Read by the transcripts package, which reads the rest of its transcript too.
   modelActivity: claudeCodeTranscript.modelActivity,
-  invocation: ({ endpoint, prompt, model, agentDir, extraArgs }) => {
+  invocation: ({ endpoint, prompt, model, agentDir, extraArgs, mcpStartTimeoutMs }) => {
     const config = join(agentDir, 'mcp.json');
     return {
       command: 'claude',
@@ -140,7 +160,9 @@ const claudeCode: AgentKind = {
       env: {
         // In -p mode Claude Code does not wait for MCP servers unless told to: a slow server meant a run without tools.
         MCP_CONNECTION_NONBLOCKING: '0',
-        MCP_CONNECT_TIMEOUT_MS: '60000',
+        // Its wait to connect, and its wait for the server to start (tools/list included): 30 s by default.
+        MCP_CONNECT_TIMEOUT_MS: String(mcpStartTimeoutMs),
+        MCP_TIMEOUT: String(mcpStartTimeoutMs),
         CLAUDE_CODE_DISABLE_CLAUDE_MDS: '1',
         // Every tool offered up front: no deferred-loading placeholder among the tools.
         ENABLE_TOOL_SEARCH: 'false',
@@ -163,8 +185,8 @@ function toml(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** Environment variable that carries the run token to Codex, which reads bearer tokens from the environment only. */
-export const codexTokenVariable = 'A2RL_RUN_TOKEN';
+/** Environment variable that carries the run token to Codex and OpenCode, which read it from their environment (not from a file). */
+export const runTokenVariable = 'A2RL_RUN_TOKEN';
 
 const codex: AgentKind = {
   name: 'codex',
@@ -175,13 +197,13 @@ const codex: AgentKind = {
   environment: ['OPENAI_*', 'CODEX_*'],
   apiHosts: ['api.openai.com'],
   modelActivity: codexTranscript.modelActivity,
-  invocation: ({ endpoint, prompt, model, homeDir, extraArgs }): AgentInvocation => {
-    const timeouts = { startup_timeout_sec: 60, tool_timeout_sec: 120 };
+  invocation: ({ endpoint, prompt, model, homeDir, extraArgs, mcpStartTimeoutMs }): AgentInvocation => {
+    const timeouts = { startup_timeout_sec: Math.ceil(mcpStartTimeoutMs / 1000), tool_timeout_sec: 120 };
     // required: Codex waits for the server and fails without it; approve: write tools are not refused under approval "never".
     const server = {
       ...(endpoint.kind === 'stdio'
         ? { command: endpoint.command, args: endpoint.args }
-        : { url: endpoint.url, bearer_token_env_var: codexTokenVariable }),
+        : { url: endpoint.url, bearer_token_env_var: runTokenVariable }),
       ...timeouts,
       required: true,
       default_tools_approval_mode: 'approve',
@@ -193,6 +215,12 @@ const codex: AgentKind = {
       'features.view_image': false,
       'features.multi_agent': false,
       'features.goals': false,
+      // The a2rl tools as tools of their own, whatever the model (its default model's "code mode" would nest them in a
+      // JavaScript exec tool), and no plugin sync at start (a `git ls-remote` to GitHub, in a jail without network).
+      'features.code_mode': false,
+      'features.code_mode_only': false,
+      'features.plugins': false,
+      'features.remote_plugin': false,
       web_search: 'disabled',
       approval_policy: 'never',
     };
@@ -210,7 +238,7 @@ const codex: AgentKind = {
         prompt,
       ],
       // Its own configuration folder in the private HOME: none of the user's MCP servers, AGENTS.md or profiles.
-      env: { CODEX_HOME: join(homeDir, '.codex'), ...(endpoint.kind === 'http' ? { [codexTokenVariable]: endpoint.token } : {}) },
+      env: { CODEX_HOME: join(homeDir, '.codex'), ...(endpoint.kind === 'http' ? { [runTokenVariable]: endpoint.token } : {}) },
       files: [{ path: join(homeDir, '.codex', 'config.toml'), content: '# a2rl run: the configuration is on the command line.\n' }],
     };
   },
@@ -251,6 +279,13 @@ const geminiBuiltinTools = [
   'UpdateTopicTool',
 ];
 
+/** An MCP server as Gemini CLI and its fork Qwen Code configure it. */
+function geminiStyleServer(endpoint: McpEndpoint): Record<string, unknown> {
+  return endpoint.kind === 'stdio'
+    ? { command: endpoint.command, args: endpoint.args }
+    : { httpUrl: endpoint.url, headers: { Authorization: `Bearer ${endpoint.token}` } };
+}
+
 const geminiCli: AgentKind = {
   name: 'gemini-cli',
   executable: 'gemini',
@@ -260,13 +295,10 @@ const geminiCli: AgentKind = {
   environment: ['GEMINI_*', 'GOOGLE_*'],
   apiHosts: ['generativelanguage.googleapis.com'],
   modelActivity: geminiCliTranscript.modelActivity,
-  invocation: ({ endpoint, prompt, model, homeDir, extraArgs }) => {
+  invocation: ({ endpoint, prompt, model, homeDir, extraArgs, mcpStartTimeoutMs }) => {
     // User settings in the private HOME: read whoever owns them (a system settings file is skipped unless root owns it and every folder above it).
     const settings = join(homeDir, '.gemini', 'settings.json');
-    const server =
-      endpoint.kind === 'stdio'
-        ? { command: endpoint.command, args: endpoint.args, trust: true, timeout: 120_000 }
-        : { httpUrl: endpoint.url, headers: { Authorization: `Bearer ${endpoint.token}` }, trust: true, timeout: 120_000 };
+    const server = { ...geminiStyleServer(endpoint), trust: true, timeout: Math.max(120_000, mcpStartTimeoutMs) };
     const content = {
       mcpServers: { [serverName]: server },
       mcp: { allowed: [serverName] },
@@ -291,6 +323,209 @@ const geminiCli: AgentKind = {
       // Without it Gemini CLI exits 55 in a fresh working folder ("not running in a trusted directory").
       env: { GEMINI_CLI_TRUST_WORKSPACE: 'true' },
       files: [{ path: settings, content: `${JSON.stringify(content, null, 2)}\n` }],
+    };
+  },
+};
+
+/** OpenCode's version `scripts/setup.sh` installs: its plugin package is pinned to it in the pre-seeded config folder. */
+const openCodeVersion = '1.18.33';
+
+/**
+ * The OpenAI-compatible provider OpenCode gets for a `--model` without a provider (`NAME`, not `PROVIDER/NAME`):
+ * Chat Completions at $OPENAI_BASE_URL with $OPENAI_API_KEY, read by OpenCode from its environment, not written down.
+ */
+const openCodeProvider = 'openai-compatible';
+
+/**
+ * The files OpenCode's user configuration folder needs so that it starts as configured, offline: its configuration,
+ * and a `package.json` whose one dependency a lock file and a `node_modules/` already hold. OpenCode otherwise runs
+ * `npm install @opencode-ai/plugin` there on every start (a network call, with no switch to turn it off).
+ */
+function openCodeConfigFolder(folder: string, config: unknown): AgentFile[] {
+  const dependencies = { '@opencode-ai/plugin': openCodeVersion };
+  const lock = {
+    name: 'opencode',
+    lockfileVersion: 3,
+    requires: true,
+    packages: { '': { dependencies }, 'node_modules/@opencode-ai/plugin': { version: openCodeVersion } },
+  };
+  const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
+  return [
+    { path: join(folder, 'opencode.json'), content: json(config) },
+    { path: join(folder, 'package.json'), content: json({ dependencies }) },
+    { path: join(folder, 'package-lock.json'), content: json(lock) },
+    { path: join(folder, 'node_modules', '.a2rl'), content: 'Made by a2rl so that OpenCode finds its dependencies installed.\n' },
+  ];
+}
+
+const openCode: AgentKind = {
+  name: 'opencode',
+  executable: 'opencode',
+  npmPackage: 'opencode-ai',
+  transcript: 'run --format json (one JSON event per line)',
+  versionArgs: ['--version'],
+  environment: ['OPENAI_*', 'ANTHROPIC_*'],
+  apiHosts: ['api.openai.com', 'api.anthropic.com'],
+  modelActivity: openCodeTranscript.modelActivity,
+  invocation: ({ endpoint, prompt, model, homeDir, extraArgs, mcpStartTimeoutMs }) => {
+    // Its tools are named <server>_<tool>; a slow server start leaves it with no tools (and exit 0) unless it waits.
+    const server =
+      endpoint.kind === 'stdio'
+        ? { type: 'local', command: [endpoint.command, ...endpoint.args] }
+        : { type: 'remote', url: endpoint.url, headers: { Authorization: `Bearer {env:${runTokenVariable}}` }, oauth: false };
+    const ownProvider = model !== undefined && !model.includes('/');
+    const config = {
+      $schema: 'https://opencode.ai/config.json',
+      ...(ownProvider
+        ? {
+            provider: {
+              [openCodeProvider]: {
+                npm: '@ai-sdk/openai-compatible',
+                name: 'OpenAI-compatible API at $OPENAI_BASE_URL',
+                options: { baseURL: '{env:OPENAI_BASE_URL}', apiKey: '{env:OPENAI_API_KEY}' },
+                models: { [model]: {} },
+              },
+            },
+          }
+        : {}),
+      mcp: { [serverName]: { ...server, enabled: true, timeout: mcpStartTimeoutMs } },
+      // Only this server's tools, offered and allowed; every other tool and permission denied.
+      tools: { '*': false, [`${serverName}_*`]: true },
+      permission: { '*': 'deny', [`${serverName}_*`]: 'allow' },
+      autoupdate: false,
+      share: 'disabled',
+    };
+    return {
+      command: 'opencode',
+      args: [
+        'run',
+        '--format',
+        'json',
+        // Its errors on stderr: a model call it retries (a 503) is reported nowhere else.
+        '--print-logs',
+        '--log-level',
+        'ERROR',
+        ...(model ? ['--model', ownProvider ? `${openCodeProvider}/${model}` : model] : []),
+        ...extraArgs,
+        prompt,
+      ],
+      env: {
+        // No AGENTS.md or CLAUDE.md from the working folder's parents, HOME or ~/.claude; no project configuration,
+        // plugins, skills, model list download, update or sharing.
+        OPENCODE_DISABLE_PROJECT_CONFIG: '1',
+        OPENCODE_DISABLE_CLAUDE_CODE: '1',
+        OPENCODE_DISABLE_CLAUDE_CODE_PROMPT: '1',
+        OPENCODE_DISABLE_CLAUDE_CODE_SKILLS: '1',
+        OPENCODE_DISABLE_EXTERNAL_SKILLS: '1',
+        OPENCODE_DISABLE_DEFAULT_PLUGINS: '1',
+        OPENCODE_DISABLE_MODELS_FETCH: '1',
+        OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
+        OPENCODE_DISABLE_AUTOUPDATE: '1',
+        OPENCODE_DISABLE_SHARE: '1',
+        ...(endpoint.kind === 'http' ? { [runTokenVariable]: endpoint.token } : {}),
+      },
+      files: openCodeConfigFolder(join(homeDir, '.config', 'opencode'), config),
+    };
+  },
+};
+
+/**
+ * Qwen Code's built-in tools (version 0.24.4: those of `--bare` and of a full start), excluded by name: its MCP tools
+ * are named `mcp__<server>__<tool>`, so excluding its read_file leaves this server's.
+ */
+const qwenBuiltinTools = [
+  'run_shell_command',
+  'read_file',
+  'write_file',
+  'edit',
+  'notebook_edit',
+  'glob',
+  'grep_search',
+  'list_directory',
+  'read_many_files',
+  'web_fetch',
+  'web_search',
+  'save_memory',
+  'todo_write',
+  'task',
+  'agent',
+  'skill',
+  'exit_plan_mode',
+  'ask_user_question',
+  'get_goal',
+  'update_goal',
+  'lsp',
+];
+
+const qwenCode: AgentKind = {
+  name: 'qwen-code',
+  executable: 'qwen',
+  npmPackage: '@qwen-code/qwen-code',
+  transcript: 'stream-json (one JSON event per line)',
+  versionArgs: ['--version'],
+  environment: ['OPENAI_*'],
+  apiHosts: ['api.openai.com'],
+  modelActivity: qwenCodeTranscript.modelActivity,
+  invocation: ({ endpoint, prompt, model, agentDir, extraArgs, mcpStartTimeoutMs }) => {
+    const config = join(agentDir, 'mcp.json');
+    const server = { ...geminiStyleServer(endpoint), trust: true, timeout: Math.max(120_000, mcpStartTimeoutMs) };
+    return {
+      command: 'qwen',
+      args: [
+        // The prompt first: its list options (--exclude-tools) would take a prompt after them as one more item.
+        prompt,
+        // Nothing found on its own: no settings, QWEN.md, AGENTS.md, extensions, hooks or skills; only what is given here.
+        '--bare',
+        '--output-format',
+        'stream-json',
+        '--approval-mode',
+        'yolo',
+        '--auth-type',
+        'openai',
+        '--mcp-config',
+        config,
+        '--allowed-mcp-server-names',
+        serverName,
+        `--exclude-tools=${qwenBuiltinTools.join(',')}`,
+        ...(model ? ['--model', model] : []),
+        ...extraArgs,
+      ],
+      env: { QWEN_CODE_SUPPRESS_YOLO_WARNING: '1' },
+      files: [{ path: config, content: `${JSON.stringify({ mcpServers: { [serverName]: server } }, null, 2)}\n` }],
+    };
+  },
+};
+
+/**
+ * OpenHands (its V1 CLI, a Python package: `uv tool install openhands`), from its documented headless mode and MCP
+ * configuration: `openhands --headless --json -t PROMPT`, its LLM from `LLM_MODEL`, `LLM_API_KEY` and `LLM_BASE_URL`
+ * (read only with `--override-with-envs`), its MCP servers from `~/.openhands/mcp.json` (`mcpServers`, as FastMCP
+ * reads it). Not yet run against the real CLI: tested with a stand-in that reads what it was given as OpenHands would.
+ * No documented setting turns its own terminal and file tools off: they work only inside the jail.
+ */
+const openHands: AgentKind = {
+  name: 'openhands',
+  executable: 'openhands',
+  install: 'uv tool install openhands --python 3.12',
+  untested: 'not yet run against the real CLI',
+  transcript: '--headless --json (one JSON event per line)',
+  versionArgs: ['--version'],
+  environment: ['LLM_*'],
+  invocation: ({ endpoint, prompt, model, homeDir, extraArgs }): AgentInvocation => {
+    const server =
+      endpoint.kind === 'stdio'
+        ? { command: endpoint.command, args: endpoint.args }
+        : { url: endpoint.url, transport: 'http', headers: { Authorization: `Bearer ${endpoint.token}` } };
+    return {
+      command: 'openhands',
+      args: ['--headless', '--json', '--override-with-envs', ...extraArgs, '-t', prompt],
+      env: model ? { LLM_MODEL: model } : {},
+      files: [
+        {
+          path: join(homeDir, '.openhands', 'mcp.json'),
+          content: `${JSON.stringify({ mcpServers: { [serverName]: server } }, null, 2)}\n`,
+        },
+      ],
     };
   },
 };
@@ -349,9 +584,9 @@ function commandAgent(command: string): AgentKind {
   };
 }
 
-const builtinAgents = [claudeCode, codex, geminiCli];
+const builtinAgents = [claudeCode, codex, geminiCli, openCode, qwenCode, openHands];
 
-/** The agent `--agent` names: claude-code, codex, gemini-cli, replay:FILE or command:'…'. */
+/** The agent `--agent` names: claude-code, codex, gemini-cli, opencode, qwen-code, replay:FILE or command:'…'. */
 export function agentKind(spec: string): AgentKind {
   if (spec.startsWith('replay:') && spec.length > 'replay:'.length) return replayAgent(spec.slice('replay:'.length));
   if (spec.startsWith('command:') && spec.trim().length > 'command:'.length) return commandAgent(spec.slice('command:'.length));
@@ -385,6 +620,38 @@ export function findExecutable(agent: AgentKind, path = process.env.PATH ?? '', 
   }
   throw new A2rlError(
     'NOT_FOUND',
-    `${agent.name} is not installed: no "${agent.executable}" on PATH. Install it with npm install -g ${agent.npmPackage} (or run scripts/setup.sh), then run this again.`,
+    `${agent.name} is not installed: no "${agent.executable}" on PATH. Install it with ${agent.install ?? `npm install -g ${agent.npmPackage} (or run scripts/setup.sh)`}, then run this again.`,
   );
+}
+
+/** Whether a Node version meets an `engines.node` range of the forms the agent CLIs use (`>=22`, `>=22.0.0`); undefined for another form. */
+function meetsRange(version: string, range: string): boolean | undefined {
+  const match = /^>=\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(range.trim());
+  if (!match) return undefined;
+  const have = version.split('.').map(Number);
+  const want = match.slice(1).map((part) => Number(part ?? 0));
+  for (let i = 0; i < 3; i++) if (have[i] !== want[i]) return (have[i] ?? 0) > (want[i] ?? 0);
+  return true;
+}
+
+/**
+ * The Node each installed agent CLI asks for in its package's `engines.node`, and whether this Node meets it: `a2rl
+ * doctor`'s agents lines. CLIs that are not installed, or whose package says nothing, are left out.
+ */
+export function agentNodeRequirements(node = process.versions.node): Array<{ agent: string; range: string; met: boolean | undefined }> {
+  const found: Array<{ agent: string; range: string; met: boolean | undefined }> = [];
+  for (const agent of builtinAgents) {
+    if (!agent.npmPackage) continue;
+    let executable: string | undefined;
+    try {
+      executable = findExecutable(agent);
+    } catch {
+      continue;
+    }
+    const manifest = join(agentInstallRoot(executable!), agent.npmPackage, 'package.json');
+    if (!existsSync(manifest)) continue;
+    const range = (JSON.parse(readFileSync(manifest, 'utf8')) as { engines?: { node?: string } }).engines?.node;
+    if (range) found.push({ agent: agent.name, range, met: meetsRange(node, range) });
+  }
+  return found;
 }

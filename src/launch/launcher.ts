@@ -14,7 +14,7 @@ import { serverVersion } from '../mcp/server.js';
 import { issueRunToken } from '../mcp/tokens.js';
 import { ownerAlive } from '../../sandbox/process-tree.js';
 import { ownerOf } from '../core/ownership.js';
-import { agentKind, type AgentKind, findExecutable, type McpEndpoint, type ModelActivity } from './agents.js';
+import { agentKind, type AgentKind, findExecutable, type McpEndpoint, mcpStartTimeout, type ModelActivity } from './agents.js';
 import { agentEnvironment, serverEnvironment } from './environment.js';
 import { relayEntry, startStdioBridge, type StdioBridge } from './bridge.js';
 import { agentIdentity, agentInstallRoot, assertJailable, giveJail, type JailSpec, jailCommand, jailSocketPath } from './jail.js';
@@ -24,7 +24,7 @@ import { taskPrompt } from './prompt.js';
 import { fileLines } from '../transcripts/json-lines.js';
 
 export interface LaunchOptions {
-  /** claude-code, codex, gemini-cli, replay:FILE or command:'…'. */
+  /** claude-code, codex, gemini-cli, opencode, qwen-code, replay:FILE or command:'…'. */
   agent: string;
   task: string;
   /** A full-tier task's base model, a Hugging Face id (default: the task's). */
@@ -95,9 +95,12 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
     );
   }
   const agentVersion = executable ? versionOf(executable, agent) : agent.name === 'replay' ? serverVersion : null;
+  // How long an a2rl process takes to start on this host now (this one's start; over HTTP, its server's): what the agent waits for its server.
+  let serverStartMs = process.uptime() * 1000;
   const batch = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
   const label = options.label ?? [agent.name, options.model].filter(Boolean).join('/');
   const http = options.transport === 'http' ? await startHttpServer(engine.home, options.serveArgs) : undefined;
+  if (http) serverStartMs = http.startMs;
   try {
     const limit = pLimit(options.parallel);
     const launched = await Promise.all(
@@ -109,6 +112,7 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
             batch,
             repeat: index + 1,
             agentVersion,
+            mcpStartTimeoutMs: mcpStartTimeout(serverStartMs),
             http: http && { url: http.url, owner: http.owner },
             executable,
             agentPaths,
@@ -139,6 +143,8 @@ interface OneLaunch extends LaunchOptions {
   batch: string;
   repeat: number;
   agentVersion: string | null;
+  /** How long the agent waits for its MCP server (`mcpStartTimeout`). */
+  mcpStartTimeoutMs: number;
   /** The launcher's own `serve --http`: its address, and its owner name, to which each run is handed. */
   http?: { url: string; owner: string };
   /** The agent's executable as found on PATH (or in the setup's agents folder). */
@@ -189,7 +195,15 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
   }
   const prompt = taskPrompt(await engine.taskFor({ taskId: launch.task, baseModel: launch.baseModel }), limits, engine.grader.judge.id);
   writeFileSync(join(agentDir, 'prompt.md'), prompt);
-  const invocation = agent.invocation({ endpoint, prompt, model: launch.model, agentDir, homeDir, extraArgs: launch.agentArgs ?? [] });
+  const invocation = agent.invocation({
+    endpoint,
+    prompt,
+    model: launch.model,
+    agentDir,
+    homeDir,
+    extraArgs: launch.agentArgs ?? [],
+    mcpStartTimeoutMs: launch.mcpStartTimeoutMs,
+  });
   for (const file of invocation.files) {
     mkdirSync(dirname(file.path), { recursive: true });
     writeFileSync(file.path, file.content, { mode: 0o600 });
@@ -229,6 +243,8 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     repeat: launch.repeat,
     repeats: launch.repeats,
     transport: endpoint.kind,
+    // The agent's wait for its server, from the server start measured on this host (`mcpStartTimeout`).
+    mcp_start_timeout_ms: launch.mcpStartTimeoutMs,
     command: invocation.command,
     args: invocation.args,
     jail: jail.args.slice(0, jail.args.indexOf('--')),
@@ -427,50 +443,92 @@ async function gradingDone(engine: Engine, runId: string): Promise<void> {
   }
 }
 
-function versionOf(executable: string, agent: AgentKind): string | null {
+/** The agent CLI's version, recorded with every run: one that cannot be read is refused before any run is made. */
+export function versionOf(executable: string, agent: Pick<AgentKind, 'name' | 'versionArgs'>): string {
+  const args = agent.versionArgs ?? ['--version'];
+  let output: string;
   try {
-    const output = execFileSync(executable, agent.versionArgs ?? ['--version'], { encoding: 'utf8', timeout: 30_000 });
-    return output.trim().split('\n')[0] || null;
-  } catch {
-    return null;
+    // A loaded host can take a minute to start a Node CLI: only a CLI that fails or hangs longer is refused.
+    output = execFileSync(executable, args, { encoding: 'utf8', timeout: 180_000, stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (error) {
+    const reason = (error as { stderr?: string }).stderr?.trim().split('\n').at(-1) || (error as Error).message;
+    throw new A2rlError(
+      'UNAVAILABLE',
+      `Cannot read ${agent.name}'s version (${executable} ${args.join(' ')}: ${reason}); runs record it. Fix or reinstall the CLI (scripts/setup.sh), then run this again.`,
+    );
   }
+  const version = output.trim().split('\n')[0]?.trim();
+  if (!version) {
+    throw new A2rlError(
+      'UNAVAILABLE',
+      `Cannot read ${agent.name}'s version: ${executable} ${args.join(' ')} printed nothing; runs record it. Fix or reinstall the CLI (scripts/setup.sh), then run this again.`,
+    );
+  }
+  return version;
 }
 
-/** A `serve --http` child on a free loopback port, on the launcher's home, for agents that connect over HTTP. */
-async function startHttpServer(home: string, serveArgs: string[]): Promise<{ url: string; owner: string; stop: () => Promise<void> }> {
+/** How long `a2rl run --transport http` waits for its `serve --http` to print its address. */
+export const httpServerStartSeconds = 180;
+
+/**
+ * A `serve --http` child on a free loopback port, on the launcher's home, for agents that connect over HTTP; `startMs`
+ * is how long it took to listen. The child is ended on every path: a failed or slow start, `stop()`, and the launcher's
+ * own exit (whatever ends it short of SIGKILL).
+ */
+export async function startHttpServer(
+  home: string,
+  serveArgs: string[],
+  startSeconds = httpServerStartSeconds,
+): Promise<{ url: string; owner: string; startMs: number; stop: () => Promise<void> }> {
+  const startedAt = Date.now();
   // Without the admin token: no agent can create runs through the server its launcher started.
   const child: ChildProcess = spawn(process.execPath, [cliEntry, '--home', home, 'serve', '--http', '--port', '0', ...serveArgs], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: serverEnvironment(),
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const url = await new Promise<string>((resolve, reject) => {
-    let stderr = '';
-    let listening = false;
-    const timer = setTimeout(() => reject(new A2rlError('UNAVAILABLE', `serve --http did not start within 30 s: ${stderr}`)), 30_000);
-    // Its log also goes to $A2RL_HOME/server.log; here only the line that names its address matters.
-    child.stderr!.on('data', (chunk: Buffer) => {
-      if (listening) return;
-      stderr += chunk;
-      const match = /listening on (http:\/\/\S+)/.exec(stderr);
-      if (match) {
-        listening = true;
-        clearTimeout(timer);
-        resolve(`${match[1]}/mcp`);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new A2rlError('UNAVAILABLE', `serve --http exited (code ${code}) before listening: ${stderr}`));
-    });
-  });
-  return {
-    url,
-    owner: ownerOf(child.pid!),
-    stop: async () => {
-      // SIGTERM: the server stops accepting, stops the runs' jobs, lets grading in flight finish and exits.
-      child.kill('SIGTERM');
-      await exited;
-    },
+  const endOnExit = () => child.kill('SIGKILL');
+  process.once('exit', endOnExit);
+  const end = async () => {
+    // SIGTERM: the server stops accepting, stops the runs' jobs, lets grading in flight finish and exits.
+    child.kill('SIGTERM');
+    await exited;
+    process.removeListener('exit', endOnExit);
   };
+  let url: string;
+  try {
+    url = await new Promise<string>((resolve, reject) => {
+      let stderr = '';
+      let listening = false;
+      const timer = setTimeout(
+        () =>
+          reject(
+            new A2rlError(
+              'UNAVAILABLE',
+              `serve --http did not print "listening on http://…" within ${startSeconds} s, so no agent could connect; it was stopped. Its stderr: ${stderr.trim() || '(nothing)'}`,
+            ),
+          ),
+        startSeconds * 1000,
+      );
+      // Its log also goes to $A2RL_HOME/server.log; here only the line that names its address matters.
+      child.stderr!.on('data', (chunk: Buffer) => {
+        if (listening) return;
+        stderr += chunk;
+        const match = /listening on (http:\/\/\S+)/.exec(stderr);
+        if (match) {
+          listening = true;
+          clearTimeout(timer);
+          resolve(`${match[1]}/mcp`);
+        }
+      });
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new A2rlError('UNAVAILABLE', `serve --http exited (code ${code}) before listening: ${stderr}`));
+      });
+    });
+  } catch (error) {
+    await end();
+    throw error;
+  }
+  return { url, owner: ownerOf(child.pid!), startMs: Date.now() - startedAt, stop: end };
 }

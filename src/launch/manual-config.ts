@@ -1,10 +1,10 @@
 import { dirname } from 'node:path';
 import { A2rlError } from '../util/errors.js';
 import { cliEntry } from '../util/paths.js';
-import { agentKind, type McpEndpoint } from './agents.js';
+import { agentKind, findExecutable, type McpEndpoint, mcpStartTimeout } from './agents.js';
 
 /** The agents `a2rl agent-config` prints a configuration for: the CLIs a person also runs by hand. */
-export const manualAgents = ['claude-code', 'codex', 'gemini-cli'];
+export const manualAgents = ['claude-code', 'codex', 'gemini-cli', 'opencode', 'qwen-code'];
 
 export interface ManualConfigOptions {
   agent: string;
@@ -17,6 +17,8 @@ export interface ManualConfigOptions {
   label?: string;
   /** http: the MCP URL of the `serve --http` that serves the run. */
   url?: string;
+  /** The driver model, given to the CLI as `a2rl run --model` gives it. */
+  model?: string;
 }
 
 // Placeholders in what the agent's invocation is built from, rendered as shell expansions.
@@ -84,6 +86,8 @@ export function manualConfig(options: ManualConfigOptions): string {
     );
   }
   const agent = agentKind(options.agent);
+  // The CLI a2rl run would start (the operator's on PATH, else the one scripts/setup.sh installed), by its absolute path.
+  const executable = findExecutable(agent)!;
   let endpoint: McpEndpoint;
   let serves: string;
   if (options.transport === 'http') {
@@ -101,15 +105,18 @@ export function manualConfig(options: ManualConfigOptions): string {
     if (options.url) throw new A2rlError('INVALID_INPUT', '--url is for --transport http; over stdio the CLI starts the server itself.');
     const serve = ['serve', '--task', options.task, '--label', options.label ?? options.agent];
     if (options.budget) serve.push('--budget', options.budget);
-    endpoint = { kind: 'stdio', command: 'node', args: [cliEntry, '--home', options.home, ...serve] };
+    endpoint = { kind: 'stdio', command: process.execPath, args: [cliEntry, '--home', options.home, ...serve] };
     serves = `a new run of ${options.task} over stdio`;
   }
   const invocation = agent.invocation({
     endpoint,
     prompt: promptText,
+    model: options.model,
     agentDir: configDir,
     homeDir: `${configDir}/home`,
     extraArgs: [operatorArgs],
+    // The script's server starts later, on a host not measured here: the least wait a2rl run gives.
+    mcpStartTimeoutMs: mcpStartTimeout(0),
   });
   const folders = [...new Set([`${configDir}/home`, `${configDir}/work`, ...invocation.files.map((file) => dirname(file.path))])].filter(
     (folder) => folder !== configDir,
@@ -132,7 +139,7 @@ export function manualConfig(options: ManualConfigOptions): string {
     [
       'env',
       ...Object.entries(env).map(([name, value]) => shellWord(`${name}=${value}`)),
-      ...commandLines([invocation.command, ...invocation.args.map(shellWord)]),
+      ...commandLines([shellWord(executable), ...invocation.args.map(shellWord)]),
     ].join(' \\\n  '),
     '',
   ].join('\n');

@@ -54,6 +54,8 @@ export interface RunFacts {
   };
   baseline: ScorePair | null;
   events: RunEvent[];
+  /** Tool calls of a long run's middle, counted but not kept in `events` (see {@link keptToolCalls}); absent when none was left out. */
+  elided_tools?: ToolTally;
   /** By job id. */
   logs: Record<number, LogSignals>;
   /** Code snapshot contents by tree hash, then by path inside code/. */
@@ -61,6 +63,20 @@ export interface RunFacts {
   /** What each training job's Python ran (src/jobs/job-trace.ts), by job id; absent where it left no trace. */
   traces?: Record<number, JobTrace>;
 }
+
+/** Tool calls counted as the analysis counts them. */
+export interface ToolTally {
+  calls: number;
+  errors: number;
+  refused_base_copies: number;
+}
+
+/**
+ * Tool calls a report keeps whole at each end of a run; those between are only counted (the timeline shows 1,000
+ * entries at each end, and events.jsonl holds them all). A run of 10⁶ calls is then read in pages into a bounded
+ * memory, not parsed whole (3.2 GiB at 3·10⁵ calls before).
+ */
+export const keptToolCalls = 10_000;
 
 export type Outcome = 'new_best' | 'above_baseline' | 'not_above_baseline' | 'grading_failed' | 'pending';
 export type FailureType =
@@ -168,7 +184,11 @@ const seconds = (ms: number) => round(ms / 1000, 1);
 const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
 
 export function analyzeRun(facts: RunFacts): RunAnalysis {
-  const { jobs, submissions, computeCurve, toolCalls, toolErrors, refusedBaseCopies, batches } = replayEvents(facts.events);
+  const replayed = replayEvents(facts.events);
+  const { jobs, submissions, computeCurve, batches } = replayed;
+  const toolCalls = replayed.toolCalls + (facts.elided_tools?.calls ?? 0);
+  const toolErrors = replayed.toolErrors + (facts.elided_tools?.errors ?? 0);
+  const refusedBaseCopies = replayed.refusedBaseCopies + (facts.elided_tools?.refused_base_copies ?? 0);
   const lastEventMs = facts.events.at(-1)?.t_rel_ms ?? 0;
   const wallMs = facts.run.ended_ms ?? lastEventMs;
   const baseline = facts.baseline;
@@ -244,9 +264,7 @@ function replayEvents(events: RunEvent[]) {
   const jobCompute = new Map<number, number>();
   const computeCurve: Array<{ t_s: number; compute_s: number }> = [];
   let total = 0;
-  let toolCalls = 0;
-  let toolErrors = 0;
-  let refusedBaseCopies = 0;
+  const tools: ToolTally = { calls: 0, errors: 0, refused_base_copies: 0 };
   let batches = 0;
   const charge = (jobId: number, computeS: number, t: number) => {
     const job = jobs.get(jobId);
@@ -259,11 +277,8 @@ function replayEvents(events: RunEvent[]) {
   for (const event of events) {
     const d = event.data;
     const t = event.t_rel_ms;
-    if (event.kind === 'tool') {
-      toolCalls++;
-      if (d.error !== undefined) toolErrors++;
-      if (event.name === 'submit_artifact' && typeof d.error === 'string' && d.error.includes('base model unchanged')) refusedBaseCopies++;
-    } else if (event.kind === 'job' && event.name === 'started') {
+    if (event.kind === 'tool') tally(tools, event.name, d);
+    else if (event.kind === 'job' && event.name === 'started') {
       const id = num(d.job_id);
       jobs.set(id, {
         job_id: id,
@@ -330,9 +345,9 @@ function replayEvents(events: RunEvent[]) {
     jobs: [...jobs.values()],
     submissions: [...submissions.values()].sort((a, b) => a.submission_id - b.submission_id),
     computeCurve,
-    toolCalls,
-    toolErrors,
-    refusedBaseCopies,
+    toolCalls: tools.calls,
+    toolErrors: tools.errors,
+    refusedBaseCopies: tools.refused_base_copies,
     batches,
   };
 }
@@ -532,17 +547,56 @@ export function readLogSignals(path: string): LogSignals {
   };
 }
 
+/** How the analysis counts one tool call. */
+function tally(counts: ToolTally, name: string, data: Record<string, unknown>): void {
+  counts.calls++;
+  if (data.error !== undefined) counts.errors++;
+  if (name === 'submit_artifact' && typeof data.error === 'string' && data.error.includes('base model unchanged'))
+    counts.refused_base_copies++;
+}
+
+/**
+ * A run's events in order, read a page at a time, with its first and last {@link keptToolCalls} tool calls whole and
+ * those between only counted: every other event is kept.
+ */
+function keptEvents(store: Store, runId: string): { events: RunEvent[]; elided: ToolTally } {
+  const kept: Array<{ order: number; event: RunEvent }> = [];
+  // The last calls seen, a ring: the oldest is overwritten (and counted) by the next.
+  const ring: Array<{ order: number; event: RunEvent }> = [];
+  const elided: ToolTally = { calls: 0, errors: 0, refused_base_copies: 0 };
+  let tools = 0;
+  let order = 0;
+  for (const row of store.eventPages(runId)) {
+    const event = { t_rel_ms: row.t_rel_ms, kind: row.kind, name: row.name, data: JSON.parse(row.data) as Record<string, unknown> };
+    const entry = { order: order++, event };
+    if (event.kind !== 'tool' || tools < keptToolCalls) kept.push(entry);
+    else {
+      const slot = (tools - keptToolCalls) % keptToolCalls;
+      const left = ring[slot];
+      if (left) tally(elided, left.event.name, left.event.data);
+      ring[slot] = entry;
+    }
+    if (event.kind === 'tool') tools++;
+  }
+  const start = tools > 2 * keptToolCalls ? (tools - keptToolCalls) % keptToolCalls : 0;
+  const recent = [...ring.slice(start), ...ring.slice(0, start)];
+  // Both lists are in order: merged, the kept calls of the end take their places among the other events.
+  const events: RunEvent[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < kept.length || j < recent.length) {
+    if (j >= recent.length || (i < kept.length && kept[i]!.order < recent[j]!.order)) events.push(kept[i++]!.event);
+    else events.push(recent[j++]!.event);
+  }
+  return { events, elided };
+}
+
 /** Everything the analysis needs about one run, from the store (and the job logs and code snapshots next to it). */
 export function loadRunFacts(store: Store, runId: string): RunFacts {
   const row = store.getRun(runId);
   if (!row) throw new Error(`no run ${runId} in ${store.path}`);
   const grade = baselineGradeOf(store, row);
-  const events = store.listEvents(runId).map((e) => ({
-    t_rel_ms: e.t_rel_ms,
-    kind: e.kind,
-    name: e.name,
-    data: JSON.parse(e.data) as Record<string, unknown>,
-  }));
+  const { events, elided } = keptEvents(store, runId);
   const logs: RunFacts['logs'] = {};
   const traces: NonNullable<RunFacts['traces']> = {};
   for (const job of store.listJobs(runId, ['training'])) {
@@ -563,6 +617,7 @@ export function loadRunFacts(store: Store, runId: string): RunFacts {
     }
   }
   return {
+    ...(elided.calls > 0 ? { elided_tools: elided } : {}),
     run: {
       id: row.id,
       task: row.task_id,

@@ -1,4 +1,4 @@
-import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readSync, writeFileSync, writeSync } from 'node:fs';
 import { runIntegrity } from '../integrity/verdict.js';
 import { dirname, join } from 'node:path';
 import { analyzeRun, loadRunFacts, type RunAnalysis } from './analysis.js';
@@ -40,13 +40,12 @@ export function exportRun(
   const task = getTaskFile(run.task_id);
   const facts = loadRunFacts(store, runId);
   const analysis = analyzeRun(facts);
-  const events = store.listEvents(runId);
   const jobs = store.listJobs(runId);
-  const trees = [...new Set(events.filter((e) => e.kind === 'snapshot').map((e) => (JSON.parse(e.data) as { tree?: string }).tree))].filter(
+  const trees = [...new Set([...store.eventPages(runId, 'snapshot')].map((e) => (JSON.parse(e.data) as { tree?: string }).tree))].filter(
     (t): t is string => typeof t === 'string',
   );
-  const batches = events
-    .filter((e) => e.kind === 'rollouts' && e.name === 'batch')
+  const batches = [...store.eventPages(runId, 'rollouts')]
+    .filter((e) => e.name === 'batch')
     .map(
       (e) =>
         JSON.parse(e.data) as {
@@ -84,7 +83,7 @@ export function exportRun(
         2,
       ),
     );
-    write('events.jsonl', events.map((e) => JSON.stringify({ ...e, data: JSON.parse(e.data) })).join('\n') + (events.length ? '\n' : ''));
+    writeEventsJsonl(store, runId, join(outDir, 'events.jsonl'));
 
     mkdirSync(join(outDir, 'logs'), { recursive: true });
     for (const job of jobs) {
@@ -170,6 +169,29 @@ export function exportRun(
     return { dir: outDir, analysis };
   } finally {
     progress.stop();
+  }
+}
+
+/**
+ * A run's events as JSON lines, read a page at a time and written a MiB at a time: never one string (V8 caps one at
+ * about 512 MiB, which a run of 10⁶ tool calls passes) nor one array.
+ */
+function writeEventsJsonl(store: Store, runId: string, path: string): void {
+  const fd = openSync(path, 'w');
+  try {
+    let chunk = '';
+    for (const event of store.eventPages(runId)) {
+      // The recorded data is JSON already: spliced in as it is, not parsed and written again.
+      const { data, ...fields } = event;
+      chunk += `${JSON.stringify(fields).slice(0, -1)},"data":${data}}\n`;
+      if (chunk.length >= 2 ** 20) {
+        writeSync(fd, chunk);
+        chunk = '';
+      }
+    }
+    writeSync(fd, chunk);
+  } finally {
+    closeSync(fd);
   }
 }
 

@@ -180,18 +180,43 @@ export function combineRoutes(readings: RouteReading[]): RouteReading {
   return { route, basis, undecided: false };
 }
 
-/** trl's trainers whose training is itself a route; the others (SFTTrainer, transformers' Trainer) fit given data. */
-const trainerRoutes: Record<string, Route> = {
+/**
+ * trl's trainers whose training is itself a route, by class name as the job trace records it (trl's and
+ * `trl.experimental`'s, trl 1.13); the others (SFTTrainer, transformers' Trainer) fit given data, read as the trace says.
+ * test/route.test.ts checks that every trainer of the installed `trl.experimental` is here, or trains no policy.
+ */
+export const trainerRoutes: Record<string, Route> = {
   GRPOTrainer: 'grpo',
+  // GRPO's variants and subclasses: group-relative policy gradients on the policy's own rewarded samples.
+  AsyncGRPOTrainer: 'grpo',
+  GMPOTrainer: 'grpo',
+  GRPOWithReplayBufferTrainer: 'grpo',
+  MiniLLMTrainer: 'grpo',
+  SDPOTrainer: 'grpo',
   PPOTrainer: 'ppo',
   PPOv2Trainer: 'ppo',
   RLOOTrainer: 'reinforce',
+  // A*-PO: one sample a prompt, its reward less an estimated optimal value as the advantage.
+  A2POTrainer: 'reinforce',
   DPOTrainer: 'dpo',
   OnlineDPOTrainer: 'dpo',
   IPOTrainer: 'dpo',
   KTOTrainer: 'dpo',
   ORPOTrainer: 'dpo',
   CPOTrainer: 'dpo',
+  BCOTrainer: 'dpo',
+  TPOTrainer: 'dpo',
+  NashMDTrainer: 'dpo',
+  XPOTrainer: 'dpo',
+  // Distillation: the student fits a teacher's (or its own) token distributions; no reward chooses or weights the data.
+  DistillationTrainer: 'sft',
+  AsyncDistillationTrainer: 'sft',
+  ServerDistillationTrainer: 'sft',
+  GKDTrainer: 'sft',
+  GOLDTrainer: 'sft',
+  IWOPDTrainer: 'sft',
+  SDFTTrainer: 'sft',
+  SSDTrainer: 'sft',
 };
 
 /** Updates a loop over the policy's own samples can make; without words for one, it fine-tunes on the rewarded ones. */

@@ -1,8 +1,9 @@
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { A2rlError } from '../util/errors.js';
 
 /** How often the server's checkpointer folds the write-ahead log into the database file. */
 const checkpointIntervalMs = 1000;
@@ -33,6 +34,19 @@ setInterval(() => {
   } catch {}
 }, workerData.intervalMs);
 `;
+
+/**
+ * A store file of 0 bytes whose write-ahead log is empty too lost its data (a copy cut short, a full disk): SQLite
+ * would take it for a new database and a2rl would write an empty store over it, the old runs gone without a word.
+ */
+function refuseEmptyStore(path: string): void {
+  const size = (file: string) => statSync(file, { throwIfNoEntry: false })?.size;
+  if (size(path) === 0 && !size(`${path}-wal`))
+    throw new A2rlError(
+      'STORE_UNUSABLE',
+      `${path} is empty (0 bytes), so its runs are lost; a2rl never replaces a store: restore it from a backup, or remove it to start a new one.`,
+    );
+}
 
 /** Each entry upgrades the schema by one version; never edit a shipped entry, append. */
 const migrations: string[] = [
@@ -174,6 +188,30 @@ const migrations: string[] = [
    DROP TABLE integrity_checks;
    ALTER TABLE integrity_checks_v2 RENAME TO integrity_checks;
    CREATE INDEX integrity_checks_by_run ON integrity_checks(run_id, kind, id);`,
+  // A store of 10⁵ runs (issue 49): every query on a live path (pages, runs list, leaderboard, budget checks) searches an
+  // index, never scans runs, events or submissions; keyset pages of runs, newest first, under each filter. The events
+  // index ends with id instead of name (same size, no index more for a tool call to write): a run's last tool calls and
+  // a kind's events in order are read straight from it. A run's summary (see src/reports/run-summaries.ts) is written
+  // once when first read after the run ended, was graded or checked; a write that changes what it says deletes it.
+  // Written to run again safely (IF NOT EXISTS): a store set back to an older version upgrades all the same.
+  `CREATE INDEX IF NOT EXISTS runs_by_state ON runs(state, created_at, id);
+   CREATE INDEX IF NOT EXISTS runs_by_created ON runs(created_at, id);
+   CREATE INDEX IF NOT EXISTS runs_by_task ON runs(task_id, created_at, id);
+   CREATE INDEX IF NOT EXISTS runs_by_agent ON runs(COALESCE(agent, label, ''), created_at, id);
+   CREATE INDEX IF NOT EXISTS submissions_by_state ON submissions(state);
+   DROP INDEX IF EXISTS events_by_kind;
+   CREATE INDEX IF NOT EXISTS events_by_kind ON events(run_id, kind, id);
+   CREATE TABLE IF NOT EXISTS run_summaries (
+     run_id TEXT PRIMARY KEY REFERENCES runs(id),
+     task_id TEXT NOT NULL,
+     batch TEXT,
+     benchmark INTEGER NOT NULL,
+     has_baseline INTEGER NOT NULL,
+     summary TEXT NOT NULL,
+     written_at INTEGER NOT NULL
+   );
+   CREATE INDEX IF NOT EXISTS run_summaries_by_batch ON run_summaries(batch);
+   CREATE INDEX IF NOT EXISTS run_summaries_by_task ON run_summaries(task_id, has_baseline);`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -308,6 +346,37 @@ export interface IntegrityCheckRow {
   created_at: number;
 }
 
+/** A run's summary as kept (src/reports/run-summaries.ts writes it): what pages, `runs list` and the leaderboard read. */
+export interface RunSummaryRow {
+  run_id: string;
+  task_id: string;
+  /** The `a2rl run` batch it was launched in; null when it was not. */
+  batch: string | null;
+  /** 1 when an agent worked in it (see isBenchmarkRun): the leaderboard ranks only these. */
+  benchmark: number;
+  /** 1 when its baseline grade was known when it was written; a new baseline grade of its task deletes the others. */
+  has_baseline: number;
+  /** The figures, as JSON. */
+  summary: string;
+  written_at: number;
+}
+
+/** Filters of a page of runs; each is a search of its own index. */
+export interface RunFilter {
+  task?: string;
+  /** The run's agent, else its label. */
+  agent?: string;
+  state?: RunState;
+  /** Runs whose summary names this batch, and `activeIds` (active runs whose launch names it). */
+  batch?: { name: string; activeIds: readonly string[] };
+}
+
+/** Where a page of runs (newest first) continues: the last run shown. */
+export interface RunCursor {
+  created_at: number;
+  id: string;
+}
+
 export interface Usage {
   computeSeconds: number;
   submissions: number;
@@ -335,13 +404,28 @@ export class Store {
   private readonly usages = new Map<string, { version: string; usage: Readonly<Usage> }>();
 
   constructor(readonly path: string) {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    if (path !== ':memory:') {
+      mkdirSync(dirname(path), { recursive: true });
+      refuseEmptyStore(path);
+    }
     this.db = new Database(path);
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = NORMAL');
-    this.db.pragma('foreign_keys = ON');
-    this.db.pragma('busy_timeout = 5000');
-    this.migrate();
+    try {
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma('synchronous = NORMAL');
+      this.db.pragma('foreign_keys = ON');
+      this.db.pragma('busy_timeout = 5000');
+      this.migrate();
+    } catch (error) {
+      this.db.close();
+      const code = (error as { code?: unknown }).code;
+      if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT')
+        throw new A2rlError(
+          'STORE_UNUSABLE',
+          `${path} is not a readable a2rl store (SQLite: ${(error as Error).message}); a2rl never replaces a store: restore it from a backup, or move it away to start a new one.`,
+          { cause: error },
+        );
+      throw error;
+    }
   }
 
   /**
@@ -362,8 +446,13 @@ export class Store {
   }
 
   private migrate(): void {
+    if (this.schemaVersion > migrations.length)
+      throw new A2rlError(
+        'STORE_UNUSABLE',
+        `${this.path} is a store of a newer a2rl (schema ${this.schemaVersion}; this one knows up to ${migrations.length}): run the a2rl that wrote it, or update this one.`,
+      );
     // Up to date: no write lock to wait for (a check's process opens the store while a busy server writes).
-    if (this.schemaVersion >= migrations.length) return;
+    if (this.schemaVersion === migrations.length) return;
     const upgrade = this.db.transaction(() => {
       for (let version = this.schemaVersion; version < migrations.length; version++) {
         this.db.exec(migrations[version]!);
@@ -442,6 +531,113 @@ export class Store {
     return this.statement('SELECT * FROM runs ORDER BY created_at').all() as RunRow[];
   }
 
+  /** Every run, oldest first, one row at a time: `a2rl runs list` at 10⁵ runs holds no array of them. */
+  iterateRuns(): IterableIterator<RunRow & { token: 'stdio' | 'http' | 'http, revoked' }> {
+    return this.statement(
+      `SELECT runs.*, CASE WHEN run_tokens.run_id IS NULL THEN 'stdio' WHEN run_tokens.revoked_at IS NULL THEN 'http'
+         ELSE 'http, revoked' END AS token
+       FROM runs LEFT JOIN run_tokens ON run_tokens.run_id = runs.id ORDER BY runs.created_at, runs.id`,
+    ).iterate() as IterableIterator<RunRow & { token: 'stdio' | 'http' | 'http, revoked' }>;
+  }
+
+  /**
+   * Up to `limit` runs, newest first, matching `filter`, after `before` (keyset pagination: a page costs the same
+   * at the first run as at the 100,000th). Each filter but the batch is a search of an index of its own.
+   */
+  pageOfRuns(filter: RunFilter, limit: number, before?: RunCursor): RunRow[] {
+    const where = [
+      ...(filter.task === undefined ? [] : ['task_id = @task']),
+      ...(filter.agent === undefined ? [] : [`COALESCE(agent, label, '') = @agent`]),
+      ...(filter.state === undefined ? [] : ['state = @state']),
+      ...(filter.batch === undefined
+        ? []
+        : ['(id IN (SELECT run_id FROM run_summaries WHERE batch = @batch) OR id IN (SELECT value FROM json_each(@active)))']),
+      ...(before === undefined ? [] : ['(created_at, id) < (@created_at, @id)']),
+    ];
+    return this.statement(
+      `SELECT * FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at DESC, id DESC LIMIT @limit`,
+    ).all({
+      task: filter.task,
+      agent: filter.agent,
+      state: filter.state,
+      batch: filter.batch?.name,
+      active: JSON.stringify(filter.batch?.activeIds ?? []),
+      created_at: before?.created_at,
+      id: before?.id,
+      limit,
+    }) as RunRow[];
+  }
+
+  /** The distinct values of runs' tasks or agents (else labels), one index seek each: the runs page's filter choices. */
+  distinctRunValues(of: 'task' | 'agent'): string[] {
+    const column = of === 'task' ? 'task_id' : `COALESCE(agent, label, '')`;
+    return this.statement(
+      `WITH RECURSIVE seen(value) AS (
+         SELECT MIN(${column}) FROM runs
+         UNION ALL SELECT (SELECT MIN(${column}) FROM runs WHERE ${column} > seen.value) FROM seen WHERE seen.value IS NOT NULL)
+       SELECT value FROM seen WHERE value IS NOT NULL`,
+    )
+      .pluck()
+      .all() as string[];
+  }
+
+  /** The batches runs' summaries name, one index seek each. */
+  summaryBatches(): string[] {
+    return this.statement(
+      `WITH RECURSIVE seen(batch) AS (
+         SELECT MIN(batch) FROM run_summaries
+         UNION ALL SELECT (SELECT MIN(batch) FROM run_summaries WHERE batch > seen.batch) FROM seen WHERE seen.batch IS NOT NULL)
+       SELECT batch FROM seen WHERE batch IS NOT NULL`,
+    )
+      .pluck()
+      .all() as string[];
+  }
+
+  // run summaries
+
+  runSummaries(runIds: readonly string[]): Map<string, RunSummaryRow> {
+    const rows = this.statement('SELECT * FROM run_summaries WHERE run_id IN (SELECT value FROM json_each(?))').all(
+      JSON.stringify(runIds),
+    ) as RunSummaryRow[];
+    return new Map(rows.map((row) => [row.run_id, row]));
+  }
+
+  /** Ended runs with no summary kept (ended since, changed since, or from before summaries were kept). */
+  endedRunsWithoutSummary(task?: string): RunRow[] {
+    return this.statement(
+      `SELECT * FROM runs WHERE state = 'ended' AND (@task IS NULL OR task_id = @task)
+         AND NOT EXISTS (SELECT 1 FROM run_summaries WHERE run_summaries.run_id = runs.id) ORDER BY created_at, id`,
+    ).all({ task: task ?? null }) as RunRow[];
+  }
+
+  /** The kept summaries of ended benchmark runs with a baseline (of one task, or all), one at a time: the leaderboard's input. */
+  iterateRankedSummaries(task?: string): IterableIterator<RunSummaryRow> {
+    return (
+      task === undefined
+        ? this.statement(
+            `SELECT run_summaries.* FROM run_summaries JOIN runs ON runs.id = run_summaries.run_id
+               WHERE benchmark = 1 AND has_baseline = 1 ORDER BY runs.created_at, runs.id`,
+          ).iterate()
+        : this.statement(
+            `SELECT run_summaries.* FROM run_summaries JOIN runs ON runs.id = run_summaries.run_id
+               WHERE run_summaries.task_id = ? AND has_baseline = 1 AND benchmark = 1 ORDER BY runs.created_at, runs.id`,
+          ).iterate(task)
+    ) as IterableIterator<RunSummaryRow>;
+  }
+
+  /** Keeps a run's summary; written by whoever read the run first after it changed. */
+  putRunSummary(row: RunSummaryRow): void {
+    this.statement(
+      `INSERT OR REPLACE INTO run_summaries (run_id, task_id, batch, benchmark, has_baseline, summary, written_at)
+         VALUES (@run_id, @task_id, @batch, @benchmark, @has_baseline, @summary, @written_at)`,
+    ).run(row);
+  }
+
+  /** Drops a run's kept summary: something it says changed (it is written again when next read). */
+  private forgetSummary(runId: string): void {
+    this.statement('DELETE FROM run_summaries WHERE run_id = ?').run(runId);
+  }
+
   listActiveRuns(): RunRow[] {
     return this.statement(`SELECT * FROM runs WHERE state = 'active' ORDER BY created_at`).all() as RunRow[];
   }
@@ -453,6 +649,7 @@ export class Store {
       at,
       id,
     ).changes;
+    if (changed > 0) this.forgetSummary(id);
     return changed > 0;
   }
 
@@ -469,12 +666,14 @@ export class Store {
       driver_model: agent.driver_model ?? null,
     }).changes;
     if (changed === 0) throw new Error(`no run ${id} in ${this.path}`);
+    this.forgetSummary(id);
   }
 
   /** Marks a run whose infrastructure failed; reports and the leaderboard count it apart, never as the agent's result. */
   markInfrastructureFailure(id: string, reason: string): void {
     this.localChanges++;
     this.statement('UPDATE runs SET infrastructure_failure = ? WHERE id = ?').run(reason, id);
+    this.forgetSummary(id);
   }
 
   /** Whether a run recorded an event of this kind (and name). */
@@ -544,6 +743,39 @@ export class Store {
         for (const event of batch) this.insertEvent(event);
       });
       this.eventBatch(events);
+    }
+  }
+
+  /**
+   * A run's events (of a kind) in order, read a page at a time (keyset searches of events_by_kind): a run of 10⁶ calls
+   * is never one array, and the connection stays free for other queries between pages. All kinds: each kind's pages,
+   * merged by id (an index in id order over all of a run's events would cost every tool call's commit a page more).
+   */
+  *eventPages(runId: string, kind?: string, pageSize = 1000): Generator<EventRow> {
+    if (kind !== undefined) {
+      const page = this.statement('SELECT * FROM events WHERE run_id = ? AND kind = ? AND id > ? ORDER BY id LIMIT ?');
+      for (let after = 0; ;) {
+        const rows = page.all(runId, kind, after, pageSize) as EventRow[];
+        yield* rows;
+        if (rows.length < pageSize) return;
+        after = rows.at(-1)!.id;
+      }
+    }
+    const kinds = this.statement(
+      `WITH RECURSIVE seen(kind) AS (
+         SELECT MIN(kind) FROM events WHERE run_id = @run
+         UNION ALL SELECT (SELECT MIN(kind) FROM events WHERE run_id = @run AND kind > seen.kind) FROM seen WHERE seen.kind IS NOT NULL)
+       SELECT kind FROM seen WHERE kind IS NOT NULL`,
+    )
+      .pluck()
+      .all({ run: runId }) as string[];
+    const heads = kinds.map((k) => this.eventPages(runId, k, pageSize)).map((it) => ({ it, next: it.next() }));
+    for (;;) {
+      let first: (typeof heads)[number] | undefined;
+      for (const head of heads) if (!head.next.done && (first === undefined || head.next.value.id < first.next.value!.id)) first = head;
+      if (first === undefined) return;
+      yield first.next.value!;
+      first.next = first.it.next();
     }
   }
 
@@ -670,6 +902,7 @@ export class Store {
 
   setSubmissionState(id: number, state: SubmissionState, error: string | null, at: number | null): void {
     this.statement('UPDATE submissions SET state = ?, error = ?, graded_at = ? WHERE id = ?').run(state, error, at, id);
+    this.statement('DELETE FROM run_summaries WHERE run_id = (SELECT run_id FROM submissions WHERE id = ?)').run(id);
   }
 
   // grades
@@ -687,6 +920,8 @@ export class Store {
       `INSERT OR IGNORE INTO grades (task_id, grader_version, content_hash, public_score, private_score, details, duration_ms, created_at)
          VALUES (@task_id, @grader_version, @content_hash, @public_score, @private_score, @details, @duration_ms, @created_at)`,
     ).run(grade);
+    // It may be a baseline: the task's runs summarised without one are summarised again.
+    this.statement('DELETE FROM run_summaries WHERE task_id = ? AND has_baseline = 0').run(grade.task_id);
   }
 
   // judge cache
@@ -709,11 +944,13 @@ export class Store {
   // integrity checks
 
   insertIntegrityCheck(check: Omit<IntegrityCheckRow, 'id'>): number {
-    return Number(
+    const id = Number(
       this.statement(
         'INSERT INTO integrity_checks (run_id, kind, verdict, checker, details, duration_ms, created_at) VALUES (@run_id, @kind, @verdict, @checker, @details, @duration_ms, @created_at)',
       ).run(check).lastInsertRowid,
     );
+    this.forgetSummary(check.run_id);
+    return id;
   }
 
   /** A run's latest check of a kind: the one reports and the leaderboard read (earlier ones stay). */
@@ -760,17 +997,15 @@ export class Store {
    * is charged to each).
    */
   storedBytes(runId: string): number {
-    const row = this.db
-      .prepare(
-        `SELECT
+    const row = this.statement(
+      `SELECT
            (SELECT COALESCE(SUM(bytes), 0) FROM submissions WHERE run_id = @run) +
            (SELECT COALESCE(SUM(bytes), 0) FROM (
               SELECT DISTINCT json_extract(data, '$.tree') AS tree, json_extract(data, '$.bytes') AS bytes
               FROM events WHERE run_id = @run AND kind = 'snapshot' AND name = 'code')) +
            (SELECT COALESCE(SUM(json_extract(result, '$.trajectories.bytes')), 0) FROM jobs WHERE run_id = @run AND kind = 'rollouts')
            AS bytes`,
-      )
-      .get({ run: runId }) as { bytes: number };
+    ).get({ run: runId }) as { bytes: number };
     return row.bytes;
   }
 }

@@ -1,7 +1,7 @@
-import { baselineGradeOf, bestSubmission, gradedSubmissions } from '../core/submissions.js';
+import type Database from 'better-sqlite3';
 import { buildLeaderboard, type LeaderboardRow, runResults } from '../reports/leaderboard.js';
-import { runIntegrity } from '../integrity/verdict.js';
-import type { RunRow, Store } from '../store/store.js';
+import { type RunFigures, runFigures } from '../reports/run-summaries.js';
+import type { RunCursor, RunFilter, RunRow, Store } from '../store/store.js';
 import type { BudgetLimits } from '../tasks/budget.js';
 import type { DiskAccounts } from './disk.js';
 
@@ -43,9 +43,13 @@ interface Launch {
 
 export type LeaderboardEntry = LeaderboardRow & { run_ids: string[] };
 
+/** Runs a page of the runs page shows at most; older ones are on the next page (keyset: `before=<created_at>:<id>`). */
+export const runsPerPage = 100;
+
 export class ViewData {
   private readonly launches = new Map<string, Launch>();
   private board?: { key: string; rows: LeaderboardEntry[] };
+  private launchQuery?: Database.Statement;
 
   constructor(
     readonly store: Store,
@@ -57,48 +61,65 @@ export class ViewData {
     return (this.store.db.prepare('SELECT COALESCE(MAX(id), 0) AS id FROM events').get() as { id: number }).id;
   }
 
-  runs(): RunSummary[] {
+  /**
+   * A page of runs, newest first, filtered in SQL (each filter an index search), from their kept summaries: the same
+   * cost at 10 runs as at 10⁵. `next`: where the following page starts, when there is one.
+   */
+  runs(filter: RunFilter, before?: RunCursor): { rows: RunSummary[]; next?: RunCursor } {
+    const rows = this.store.pageOfRuns(filter, runsPerPage + 1, before);
+    const shown = rows.slice(0, runsPerPage);
+    const figures = runFigures(this.store, shown);
+    const last = shown.at(-1);
+    return {
+      rows: shown.map((row) => this.summary(row, figures.get(row.id)!)),
+      ...(rows.length > runsPerPage && last ? { next: { created_at: last.created_at, id: last.id } } : {}),
+    };
+  }
+
+  /** Active runs whose launch names this batch: ended ones are found by their kept summaries. */
+  activeRunsOfBatch(batch: string): string[] {
     return this.store
-      .listRuns()
-      .reverse()
-      .map((row) => this.summary(row));
+      .listActiveRuns()
+      .filter((run) => this.launchOf(run.id).batch === batch)
+      .map((run) => run.id);
   }
 
   summaryOf(runId: string): RunSummary | undefined {
     const row = this.store.getRun(runId);
-    return row && this.summary(row);
+    return row && this.summary(row, runFigures(this.store, [row]).get(row.id)!);
   }
 
   launchOf(runId: string): Launch {
     const known = this.launches.get(runId);
     if (known) return known;
-    const event = this.store.db
-      .prepare(`SELECT data FROM events WHERE run_id = ? AND kind = 'agent' AND name = 'launched' LIMIT 1`)
-      .get(runId) as { data: string } | undefined;
-    if (!event) return { batch: null, transcript: null };
+    this.launchQuery ??= this.store.db.prepare(`SELECT data FROM events WHERE run_id = ? AND kind = 'agent' AND name = 'launched' LIMIT 1`);
+    const event = this.launchQuery.get(runId) as { data: string } | undefined;
+    if (!event) {
+      const none = { batch: null, transcript: null };
+      // An ended run is never launched later: its absence is kept too.
+      if (this.store.getRun(runId)?.state === 'ended') this.launches.set(runId, none);
+      return none;
+    }
     const data = JSON.parse(event.data) as { batch?: string; transcript?: string };
+    // Found: written once, so kept (a run not launched yet may be launched later: not kept).
     const launch = { batch: data.batch ?? null, transcript: data.transcript ?? null };
     this.launches.set(runId, launch);
     return launch;
   }
 
-  private summary(row: Readonly<RunRow>): RunSummary {
+  private summary(row: Readonly<RunRow>, figures: RunFigures): RunSummary {
     const limits = JSON.parse(row.budget) as BudgetLimits;
-    const usage = this.store.usage(row.id);
-    const baseline = baselineGradeOf(this.store, row);
-    const best = bestSubmission(gradedSubmissions(this.store, row));
     const wallSeconds = ((row.ended_at ?? Date.now()) - row.created_at) / 1000;
-    const disk = this.disk.reading(row);
+    const disk = this.disk.reading(row, figures.stored_bytes);
+    const { best_public: best, baseline_public: baseline } = figures;
     // An ended run's verdict; its gain counts only when it is clean, as the leaderboard scores it.
-    const integrity = row.state === 'ended' ? runIntegrity(this.store, row.id) : undefined;
+    const ended = row.state === 'ended';
     const flags = [
       ...(row.infrastructure_failure ? [`infrastructure failure: ${row.infrastructure_failure}`] : []),
-      ...(row.state === 'ended' && row.end_reason ? [row.end_reason] : []),
-      ...(integrity ? [integrity.contamination === 'unchecked' ? 'integrity: not checked yet' : `integrity: ${integrity.verdict}`] : []),
-      ...(baseline ? [] : ['baseline not graded yet']),
-      ...(best !== null && baseline && best.public > baseline.public_score && (integrity?.verdict ?? 'clean') === 'clean'
-        ? ['beats baseline']
-        : []),
+      ...(ended && row.end_reason ? [row.end_reason] : []),
+      ...(ended ? [figures.contamination === 'unchecked' ? 'integrity: not checked yet' : `integrity: ${figures.verdict}`] : []),
+      ...(baseline !== null ? [] : ['baseline not graded yet']),
+      ...(best !== null && baseline !== null && best > baseline && (!ended || figures.verdict === 'clean') ? ['beats baseline'] : []),
     ];
     return {
       id: row.id,
@@ -106,33 +127,34 @@ export class ViewData {
       agent: row.agent,
       driver_model: row.driver_model,
       label: row.label,
-      batch: this.launchOf(row.id).batch,
+      batch: figures.batch,
       state: row.state,
       end_reason: row.end_reason,
       created_at: row.created_at,
       budget: [
         { name: 'wall', used: wallSeconds, limit: limits.wallSeconds },
-        { name: 'compute', used: usage.computeSeconds, limit: limits.computeSeconds },
-        { name: 'episodes', used: usage.rolloutEpisodes, limit: limits.rolloutEpisodes },
-        { name: 'submissions', used: usage.submissions, limit: limits.submissions },
+        { name: 'compute', used: figures.compute_s, limit: limits.computeSeconds },
+        { name: 'episodes', used: figures.episodes, limit: limits.rolloutEpisodes },
+        { name: 'submissions', used: figures.submissions, limit: limits.submissions },
         { name: 'disk', used: disk?.used ?? 0, limit: disk ? disk.limit : null },
       ],
-      best_public: best?.public ?? null,
-      baseline_public: baseline?.public_score ?? null,
+      best_public: best,
+      baseline_public: baseline,
       flags,
     };
   }
 
   /**
-   * `a2rl leaderboard`'s rows, each with the runs behind it. Computed again only when a run ended, was marked an
-   * infrastructure failure, a grade arrived or a check was recorded: its bootstrap costs milliseconds per row, and every open page asks.
+   * `a2rl leaderboard`'s rows, each with the runs behind it. Computed again only when a run ended or a kept summary
+   * changed (a run marked, graded or checked: the store deletes its summary, the ranking writes it again): every open page asks.
    */
   leaderboard(): LeaderboardEntry[] {
     const key = JSON.stringify(
       this.store.db
         .prepare(
           `SELECT (SELECT COUNT(*) FROM runs WHERE state = 'ended') AS ended,
-                  (SELECT COUNT(*) FROM runs WHERE infrastructure_failure IS NOT NULL) AS failed,
+                  (SELECT COUNT(*) FROM run_summaries) AS kept,
+                  (SELECT COALESCE(MAX(rowid), 0) FROM run_summaries) AS written,
                   (SELECT COALESCE(MAX(rowid), 0) FROM grades) AS grades,
                   (SELECT COALESCE(MAX(id), 0) FROM integrity_checks) AS checks`,
         )
@@ -144,13 +166,17 @@ export class ViewData {
 
   private rankRuns(): LeaderboardEntry[] {
     const results = runResults(this.store);
+    const runIds = new Map<string, string[]>();
+    for (const r of results) {
+      if (r.infrastructure_failure !== null) continue;
+      const key = JSON.stringify([r.task, r.agent, r.driver_model]);
+      const ids = runIds.get(key);
+      if (ids) ids.push(r.run_id);
+      else runIds.set(key, [r.run_id]);
+    }
     return buildLeaderboard(results).map((row) => ({
       ...row,
-      run_ids: results
-        .filter(
-          (r) => r.task === row.task && r.agent === row.agent && r.driver_model === row.driver_model && r.infrastructure_failure === null,
-        )
-        .map((r) => r.run_id),
+      run_ids: runIds.get(JSON.stringify([row.task, row.agent, row.driver_model])) ?? [],
     }));
   }
 }

@@ -1,4 +1,4 @@
-import type { RunRow, Store } from '../store/store.js';
+import type { RunRow } from '../store/store.js';
 import { measureRunFolder } from '../../sandbox/run-storage.js';
 
 /** How old a run's disk figure may get before the view measures it again (an ended run's is measured once). */
@@ -10,28 +10,31 @@ const refreshMs = 15_000;
  * a walk: it shows the last figure and the next page or push shows the new one.
  */
 export class DiskAccounts {
-  private readonly readings = new Map<string, { used: number; at: number }>();
+  /** The run folder's bytes as last walked (an ended run's once, at most the runs a page shows at a time). */
+  private readonly readings = new Map<string, { walked: number; at: number }>();
   private readonly walking = new Set<string>();
 
   constructor(
-    private readonly store: Store,
     /** The server's per-run quota. */
     readonly limit: number,
   ) {}
 
-  /** The last figure (undefined until the first walk ends), starting a walk when it is stale. */
-  reading(run: Readonly<RunRow>): { used: number; limit: number } | undefined {
+  /**
+   * The last figure (undefined until the first walk ends), starting a walk when it is stale. `storedBytes`: what the
+   * run put in the shared stores, from its summary (an ended run's is kept, not summed again).
+   */
+  reading(run: Readonly<RunRow>, storedBytes: number): { used: number; limit: number } | undefined {
     const last = this.readings.get(run.id);
     const stale = last === undefined || (run.state === 'active' && Date.now() - last.at > refreshMs);
     if (stale && !this.walking.has(run.id)) void this.measure(run.id, run.dir);
-    return last && { used: last.used, limit: this.limit };
+    return last && { used: last.walked + storedBytes, limit: this.limit };
   }
 
   private async measure(runId: string, dir: string): Promise<void> {
     this.walking.add(runId);
     try {
       const walked = await measureRunFolder(dir);
-      this.readings.set(runId, { used: walked.bytes + this.store.storedBytes(runId), at: Date.now() });
+      this.readings.set(runId, { walked: walked.bytes, at: Date.now() });
     } catch {
       // A run folder removed by the operator: the view shows no figure rather than fail the page.
     } finally {

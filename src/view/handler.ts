@@ -15,7 +15,7 @@ import { escapeHtml } from './html.js';
 import { leaderboardPage } from './leaderboard-page.js';
 import { LiveFeed } from './live.js';
 import { runPage } from './run-page.js';
-import { runFilters, runsPage } from './runs-page.js';
+import { runCursor, runFilters, runsPage } from './runs-page.js';
 import { BoardStream, RunStream, RunsStream } from './streams.js';
 import { presentedViewToken, viewCookie, viewTokenMatches } from './token.js';
 
@@ -29,7 +29,7 @@ export interface ViewOptions {
   diskQuotaBytes: number;
 }
 
-/** The view's handler for `/view` and below, mounted by `serve --http` and served alone by `a2rl view`. */
+/** The view's handler for `/view` and below, mounted by `serve --http` and served alone by `a2rl view` (src/view/worker-proxy.ts). */
 export interface View {
   handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void>;
   close(): void;
@@ -54,8 +54,9 @@ const securityHeaders = {
   'Referrer-Policy': 'no-referrer',
 };
 
-export function createView(options: ViewOptions): View {
-  const data = new ViewData(options.store, new DiskAccounts(options.store, options.diskQuotaBytes));
+/** The view served on the calling thread, with the store it is given: what the view's worker runs (src/view/worker.ts). */
+export function createViewHere(options: ViewOptions): View {
+  const data = new ViewData(options.store, new DiskAccounts(options.diskQuotaBytes));
   const feed = new LiveFeed(options.store.db);
 
   const send = (res: ServerResponse, status: number, body: string | Buffer, type = 'text/html; charset=utf-8') =>
@@ -69,7 +70,7 @@ export function createView(options: ViewOptions): View {
     if (res.headersSent) return;
     const path = url.pathname.replace(/\/+$/, '') || '/';
     const after = Number(url.searchParams.get('after') ?? 0) || 0;
-    if (path === '/view') return send(res, 200, runsPage(data, runFilters(url), lowSpaceWarning(options.home)));
+    if (path === '/view') return send(res, 200, runsPage(data, runFilters(url), lowSpaceWarning(options.home), runCursor(url)));
     if (path === '/view/leaderboard') return send(res, 200, leaderboardPage(data));
     if (path === '/view/leaderboard.json') return send(res, 200, JSON.stringify(data.leaderboard(), null, 2), 'application/json');
     if (path === '/view/live') {

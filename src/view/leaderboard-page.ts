@@ -1,8 +1,11 @@
-import { flaggedPolicyText, leaderboardColumns } from '../reports/leaderboard.js';
+import { bootstrapRunsAtMost, flaggedPolicyText, leaderboardColumns } from '../reports/leaderboard.js';
 import type { ViewData } from './data.js';
 import { escapeHtml, page } from './html.js';
 
 /** The leaderboard page: `a2rl leaderboard`'s columns, with the runs behind each row. */
+
+/** Runs a row links to at most (its newest): at 10⁵ runs every link would make the page megabytes. */
+const linkedRuns = 20;
 
 export function leaderboardTable(data: ViewData): string {
   const rows = data.leaderboard();
@@ -13,7 +16,12 @@ export function leaderboardTable(data: ViewData): string {
   const body = rows.map(
     (row) =>
       `<tr>${leaderboardColumns.map(([, value], column) => cell(value(row), column)).join('')}` +
-      `<td>${row.run_ids.map((id) => `<a href="/view/runs/${encodeURIComponent(id)}">${escapeHtml(id)}</a>`).join(' ')}</td></tr>`,
+      `<td>${row.run_ids
+        .slice(-linkedRuns)
+        .map((id) => `<a href="/view/runs/${encodeURIComponent(id)}">${escapeHtml(id)}</a>`)
+        .join(
+          ' ',
+        )}${row.run_ids.length > linkedRuns ? ` <span class="muted">and ${row.run_ids.length - linkedRuns} older (all in <a href="/view/leaderboard.json">leaderboard.json</a>)</span>` : ''}</td></tr>`,
   );
   const head = [...leaderboardColumns.map(([name]) => name), 'runs behind it'];
   return (
@@ -25,7 +33,7 @@ export function leaderboardTable(data: ViewData): string {
 export function leaderboardPage(data: ViewData): string {
   const body =
     `<h1>Leaderboard</h1><p>Final score: the private score of each run’s best public submission (the baseline’s when it has none). ` +
-    `CI: 95% percentile bootstrap of the mean over runs. Success: final score at least the task’s margin above the baseline. ` +
+    `CI: 95% percentile bootstrap of the mean over runs (the normal interval above ${bootstrapRunsAtMost} runs). Success: final score at least the task’s margin above the baseline. ` +
     `The same figures as <code>a2rl leaderboard</code>; updated when a run ends or is checked.</p>` +
     `<p class="policy">${escapeHtml(flaggedPolicyText('baseline'))}</p><div id="board">${leaderboardTable(data)}</div>`;
   return page({ title: 'Leaderboard', current: 'leaderboard', body, live: `/view/live?after=${data.lastEventId()}&board=1` });

@@ -1,7 +1,9 @@
-import type { RunSummary, ViewData } from './data.js';
+import type { RunCursor, RunFilter } from '../store/store.js';
+import { A2rlError } from '../util/errors.js';
+import { type RunSummary, runsPerPage, type ViewData } from './data.js';
 import { budgetBar, cell, clock, escapeHtml, page, score } from './html.js';
 
-/** The runs page: every run, newest first, filtered by task, agent, batch and state. */
+/** The runs page: runs newest first, a page of them at a time, filtered by task, agent, batch and state. */
 
 export const runFilterKeys = ['task', 'agent', 'batch', 'state'] as const;
 export type RunFilters = Partial<Record<(typeof runFilterKeys)[number], string>>;
@@ -43,37 +45,52 @@ function select(name: string, values: string[], chosen: string | undefined): str
   return `<label>${name} <select name="${name}">${options.join('')}</select></label>`;
 }
 
+/** `before=<created_at>:<id>`: the page of runs older than that one; undefined for the newest. */
+export function runCursor(url: URL): RunCursor | undefined {
+  const before = url.searchParams.get('before');
+  if (before === null) return undefined;
+  const match = /^(\d+):(.+)$/.exec(before);
+  if (!match) throw new A2rlError('INVALID_INPUT', `before=${before} is not <created_at>:<run id>; follow the page's "older runs" link.`);
+  return { created_at: Number(match[1]), id: match[2]! };
+}
+
+/** The page's filters as the store searches them. */
+function storeFilter(data: ViewData, filters: RunFilters): RunFilter {
+  if (filters.state !== undefined && filters.state !== 'active' && filters.state !== 'ended') {
+    throw new A2rlError('INVALID_INPUT', `state=${filters.state} is not a run state; choose active or ended.`);
+  }
+  return {
+    task: filters.task,
+    agent: filters.agent,
+    state: filters.state,
+    batch: filters.batch === undefined ? undefined : { name: filters.batch, activeIds: data.activeRunsOfBatch(filters.batch) },
+  };
+}
+
 /** @param diskWarning why the home's disk is nearly full, shown above the runs; undefined while it has room. */
-export function runsPage(data: ViewData, filters: RunFilters, diskWarning?: string): string {
-  const live = `/view/live?after=${data.lastEventId()}${Object.entries(filters)
+export function runsPage(data: ViewData, filters: RunFilters, diskWarning?: string, before?: RunCursor): string {
+  const query = Object.entries(filters)
     .map(([k, v]) => `&${k}=${encodeURIComponent(v)}`)
-    .join('')}`;
-  const all = data.runs();
-  const shown = all.filter((run) => matchesFilters(run, filters));
+    .join('');
+  const live = `/view/live?after=${data.lastEventId()}${query}`;
+  const { rows: shown, next } = data.runs(storeFilter(data, filters), before);
   const form =
     `<form class="filters" method="get" action="/view" aria-label="Filter runs">` +
-    select(
-      'task',
-      all.map((r) => r.task),
-      filters.task,
-    ) +
-    select(
-      'agent',
-      all.map((r) => r.agent ?? r.label ?? ''),
-      filters.agent,
-    ) +
-    select(
-      'batch',
-      all.map((r) => r.batch ?? ''),
-      filters.batch,
-    ) +
+    select('task', data.store.distinctRunValues('task'), filters.task) +
+    select('agent', data.store.distinctRunValues('agent'), filters.agent) +
+    select('batch', data.store.summaryBatches(), filters.batch) +
     select('state', ['active', 'ended'], filters.state) +
     `<button type="submit">Filter</button></form>`;
+  const older = next
+    ? `<p><a rel="next" href="/view?before=${next.created_at}:${encodeURIComponent(next.id)}${query}">Older runs</a></p>`
+    : '';
   const body =
-    `<h1>Runs</h1>${diskWarning ? `<p class="warning" role="alert">Warning: ${escapeHtml(diskWarning)}.</p>` : ''}${form}<p class="muted">${shown.length} of ${all.length} runs; rows update as the runs change.</p>` +
+    `<h1>Runs</h1>${diskWarning ? `<p class="warning" role="alert">Warning: ${escapeHtml(diskWarning)}.</p>` : ''}${form}` +
+    `<p class="muted">${before ? `${shown.length} runs older than the last page's` : `The ${shown.length} newest runs`}` +
+    `${next ? ` (${runsPerPage} a page)` : ''}; rows update as the runs change.</p>` +
     `<div class="scroll"><table id="runs"><caption class="sr-only">Runs, newest first</caption><thead><tr>` +
     `<th scope="col">run</th><th scope="col">task</th><th scope="col">agent</th><th scope="col">driver model</th><th scope="col">state</th>` +
     `<th scope="col">budget</th><th scope="col">best public vs baseline</th><th scope="col">flags</th></tr></thead>` +
-    `<tbody>${shown.map(runRow).join('\n')}</tbody></table></div>`;
+    `<tbody>${shown.map(runRow).join('\n')}</tbody></table></div>${older}`;
   return page({ title: 'Runs', current: 'runs', body, live });
 }

@@ -4,7 +4,7 @@ import { HostGuard, isLoopback, urlHost, wildcardHosts } from '../mcp/transports
 import { defaultDiskQuotaBytes } from '../core/engine.js';
 import type { Store } from '../store/store.js';
 import { isA2rlError } from '../util/errors.js';
-import { createView } from './handler.js';
+import { createView } from './worker-proxy.js';
 
 export interface ViewServeOptions {
   store: Store;

@@ -16,7 +16,8 @@ An episode ends when the env says done (Buy Now) with the env's reward; success 
 is not done after 50 steps has reward 0. The score is the percentage of successes.
 
 Variants (VARIANTS): "webshop" is the reference's; "webshop-human" is WebShop's own papers' evaluation: the whole
-product set, human goals 0-499 (the papers' test split), success = reward 1.
+product set, human goals 0-499 (the papers' test split), success = reward 1, and the score the papers' headline: the
+mean reward x 100, the success rate beside it (`headline`).
 
 Where this differs from the reference, by design: all episodes of a half are played in lockstep, one batched generate
 call per step over the episodes still running, each episode its own env session on one shared server (the reference
@@ -54,11 +55,12 @@ class Variant:
     human_goals: bool
     eval_goals: int  # the evaluation: goals [0, eval_goals) of the env's shuffled list
     success: float  # an episode succeeds at reward >= success
+    headline: str  # the score: "success_rate" (the reference's) or "mean_reward" (x 100, WebShop's papers'); both are kept
 
 
 VARIANTS = {
-    "webshop": Variant("webshop", "items_shuffle_1000.json", "items_ins_v2_1000.json", 1000, False, 100, 0.5),
-    "webshop-human": Variant("webshop-human", "items_shuffle.json", "items_ins_v2.json", None, True, 500, 1.0),
+    "webshop": Variant("webshop", "items_shuffle_1000.json", "items_ins_v2_1000.json", 1000, False, 100, 0.5, "success_rate"),
+    "webshop-human": Variant("webshop-human", "items_shuffle.json", "items_ins_v2.json", None, True, 500, 1.0, "mean_reward"),
 }
 # Upstream's index folder per num_products (engine.init_search_engine) and the documents it indexes.
 INDEX_RESOURCES = {1000: "resources_1k", None: "resources"}
@@ -214,6 +216,13 @@ def mean_reward(episodes):
     return round(sum(e["reward"] for e in episodes) / len(episodes), 4) if episodes else 0.0
 
 
+def headline(episodes, variant):
+    """The variant's score of these episodes, in percent: the success rate, or the mean reward x 100."""
+    if variant.headline == "mean_reward":
+        return round(100.0 * sum(e["reward"] for e in episodes) / len(episodes), 2) if episodes else 0.0
+    return success_rate(episodes)[0]
+
+
 def sample_episodes(args, rows, indices, model_dir, backend):
     """hflm.rollouts for webshop and webshop-human: args.group_size episodes of each chosen train goal (rows[i]
     ["goal_index"], a goal of the env over --data's folder's WebShop root, data/webshop), played as the grader plays
@@ -284,8 +293,8 @@ def grade(args, variant, grader_version):
         for split, rows in halves.items():
             episodes = play(env, [r["goal_index"] for r in rows], policy.complete, variant)
             score, won, total = success_rate(episodes)
-            result[split] = {"score": score, "correct": won, "total": total, "mean_reward": mean_reward(episodes),
-                             "bought": sum(e["done"] for e in episodes)}
+            result[split] = {"score": headline(episodes, variant), "success_rate": score, "correct": won, "total": total,
+                             "mean_reward": mean_reward(episodes), "bought": sum(e["done"] for e in episodes)}
             everything += episodes
             print(f"{split}: {won}/{total} successes, mean reward {mean_reward(episodes)}", file=sys.stderr, flush=True)
     except torch.OutOfMemoryError as e:  # said as the other graders say it (hflm.grading.per_split), exit status 3
@@ -294,7 +303,8 @@ def grade(args, variant, grader_version):
     finally:
         policy.close()
     score, won, total = success_rate(everything)
-    result["private"].update(whole_score=score, whole_correct=won, whole_total=total, whole_mean_reward=mean_reward(everything))
+    result["private"].update(whole_score=headline(everything, variant), whole_success_rate=score, whole_correct=won,
+                             whole_total=total, whole_mean_reward=mean_reward(everything))
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
         f.write("\n")

@@ -10,19 +10,40 @@ const dockerdLog = '/var/log/a2rl-dockerd.log';
 
 let prepared: Promise<string | undefined> | undefined;
 
+/** Held while one test process starts the engine and builds the image: files starting together never do it twice. */
+const lockFile = '/tmp/a2rl-test-docker.lock';
+
 /**
- * Makes the Docker backend usable for the tests: starts dockerd when no engine answers
- * and builds the micro image when it is missing (once; the engine caches it). Resolves
- * with why Docker cannot be used here, or undefined. With A2RL_REQUIRE_DOCKER=1 (CI sets it)
- * that is an error, never a skip.
+ * Makes the Docker backend usable for the tests that need it, and only for them (a file that never asks starts no
+ * engine): starts dockerd when no engine answers and builds the micro image when it is missing (once; the engine
+ * caches it), under a lock shared by the test processes. Resolves with why Docker cannot be used here, or undefined.
+ * With A2RL_REQUIRE_DOCKER=1 (CI sets it) that is an error, never a skip.
  */
 export function prepareDocker(): Promise<string | undefined> {
-  prepared ??= prepare().then((reason) => {
+  prepared ??= exclusively(prepare).then((reason) => {
     if (reason && process.env.A2RL_REQUIRE_DOCKER === '1')
       throw new Error(`A2RL_REQUIRE_DOCKER=1, but the Docker tests cannot run: ${reason}`);
     return reason;
   });
   return prepared;
+}
+
+/**
+ * Runs `work` holding an exclusive lock on {@link lockFile}. flock(1) holds it: it says so on its stdout, and lets go
+ * when its stdin closes, so a test process that dies never leaves the lock taken.
+ */
+async function exclusively<T>(work: () => Promise<T>): Promise<T> {
+  const holder = spawn('flock', ['--exclusive', lockFile, '-c', 'echo held; exec cat'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    holder.stdout.once('data', () => resolve());
+    holder.once('error', reject);
+    holder.once('exit', (code) => reject(new Error(`flock ${lockFile} exited with ${code} before taking the lock`)));
+  });
+  try {
+    return await work();
+  } finally {
+    holder.stdin.end();
+  }
 }
 
 async function prepare(): Promise<string | undefined> {

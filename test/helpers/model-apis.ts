@@ -8,7 +8,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 export type ModelStep = { call: Array<{ tool: string; arguments?: Record<string, unknown> }> } | { text: string } | { hang: true };
 export type ScriptStep = ModelStep | ((request: ModelRequest) => ModelStep);
 
-export type Provider = 'anthropic' | 'openai' | 'gemini';
+/** `openai` is the Responses API (Codex), `chat` OpenAI's Chat Completions (OpenCode, Qwen Code, any OpenAI-compatible client). */
+export type Provider = 'anthropic' | 'openai' | 'chat' | 'gemini';
 
 export interface ModelRequest {
   provider: Provider;
@@ -65,6 +66,7 @@ const sse = (res: ServerResponse, events: Array<[string | null, unknown]>) => {
 /** Tool names in a request, per provider's format. */
 function offeredTools(provider: Provider, body: any): string[] {
   if (provider === 'anthropic') return (body.tools ?? []).map((tool: { name: string }) => tool.name);
+  if (provider === 'chat') return (body.tools ?? []).map((tool: { function?: { name: string } }) => tool.function?.name ?? '');
   // Codex groups an MCP server's tools in a namespace (`mcp__a2rl`): listed here as `mcp__a2rl__<tool>`.
   if (provider === 'openai') {
     return (body.tools ?? []).flatMap((tool: { name?: string; type: string; tools?: Array<{ name: string }> }) =>
@@ -96,9 +98,11 @@ export async function startModelApi(script: ScriptStep[]) {
         ? 'anthropic'
         : path.startsWith('/v1/responses')
           ? 'openai'
-          : path.includes(':streamGenerateContent') || path.includes(':generateContent')
-            ? 'gemini'
-            : undefined;
+          : path.startsWith('/v1/chat/completions')
+            ? 'chat'
+            : path.includes(':streamGenerateContent') || path.includes(':generateContent')
+              ? 'gemini'
+              : undefined;
       if (!provider || req.method !== 'POST') {
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: { message: `not scripted: ${req.method} ${path}` } }));
@@ -137,6 +141,7 @@ export async function startModelApi(script: ScriptStep[]) {
       request.usage = reportedUsage(provider, raw, { calls, text });
       if (provider === 'anthropic') answerAnthropic(res, body, calls, text, request.usage);
       else if (provider === 'openai') answerOpenAi(res, body, calls, text, request.usage);
+      else if (provider === 'chat') answerChat(res, body, calls, text, request.usage);
       else answerGemini(res, path, calls, text, request.usage);
     });
   });
@@ -157,9 +162,12 @@ export async function startModelApi(script: ScriptStep[]) {
   };
 }
 
-/** How each CLI names an MCP server's tool: Claude Code and Codex `mcp__a2rl__exec`, Gemini CLI `mcp_a2rl_exec`. */
+/**
+ * How each CLI names an MCP server's tool: Claude Code, Codex and Qwen Code `mcp__a2rl__exec`, Gemini CLI
+ * `mcp_a2rl_exec`, OpenCode `a2rl_exec`.
+ */
 export function offeredAs(offered: string, tool: string): boolean {
-  return offered === tool || offered === `mcp__a2rl__${tool}` || offered === `mcp_a2rl_${tool}`;
+  return [tool, `mcp__a2rl__${tool}`, `mcp_a2rl_${tool}`, `a2rl_${tool}`].includes(offered);
 }
 
 /** Gemini's side checks ask for JSON (the next speaker); other fillers are plain text. */
@@ -288,6 +296,42 @@ function answerOpenAi(res: ServerResponse, body: any, calls: Call[], text: strin
   sse(res, events);
 }
 
+function answerChat(res: ServerResponse, body: any, calls: Call[], text: string, reported: ReportedUsage): void {
+  const id = `chatcmpl_${Date.now()}`;
+  const base = { id, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model: body.model ?? 'scripted' };
+  const toolCalls = calls.map((call, index) => ({
+    index,
+    id: call.id,
+    type: 'function',
+    function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+  }));
+  // Chat Completions' usage: prompt tokens include the cached ones, completion tokens the reasoning ones.
+  const usage = {
+    prompt_tokens: reported.input,
+    completion_tokens: reported.output,
+    total_tokens: reported.input + reported.output,
+    prompt_tokens_details: { cached_tokens: reported.cachedInput },
+    completion_tokens_details: { reasoning_tokens: reported.reasoning },
+  };
+  const finish = calls.length ? 'tool_calls' : 'stop';
+  if (body.stream !== true) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    const message = { role: 'assistant', content: calls.length ? null : text, ...(calls.length ? { tool_calls: toolCalls } : {}) };
+    res.end(JSON.stringify({ ...base, object: 'chat.completion', choices: [{ index: 0, message, finish_reason: finish }], usage }));
+    return;
+  }
+  const delta = calls.length ? { role: 'assistant', content: null, tool_calls: toolCalls } : { role: 'assistant', content: text };
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  for (const chunk of [
+    { ...base, choices: [{ index: 0, delta, finish_reason: null }] },
+    { ...base, choices: [{ index: 0, delta: {}, finish_reason: finish }] },
+    // Sent whether or not the client asked for it (stream_options.include_usage), as most compatible servers do.
+    { ...base, choices: [], usage },
+  ])
+    res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  res.end('data: [DONE]\n\n');
+}
+
 function answerGemini(res: ServerResponse, path: string, calls: Call[], text: string, reported: ReportedUsage): void {
   const parts = calls.length ? calls.map((call) => ({ functionCall: { name: call.name, args: call.arguments } })) : [{ text }];
   const chunk = {
@@ -332,7 +376,11 @@ export async function startFailingModelApi(status: 401 | 503) {
     req.resume();
     req.on('end', () => {
       const path = req.url ?? '';
-      const provider: Provider = path.startsWith('/v1/messages') ? 'anthropic' : path.startsWith('/v1/responses') ? 'openai' : 'gemini';
+      const provider: Provider = path.startsWith('/v1/messages')
+        ? 'anthropic'
+        : path.startsWith('/v1/responses') || path.startsWith('/v1/chat/completions')
+          ? 'openai'
+          : 'gemini';
       refused++;
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(errorBody(provider, status)));
@@ -365,4 +413,6 @@ export const modelApiEnv = (url: string): Record<string, string> => ({
   OPENAI_API_KEY: 'sk-scripted',
   GOOGLE_GEMINI_BASE_URL: url,
   GEMINI_API_KEY: 'scripted',
+  // OpenCode's provider (agents.ts) and Qwen Code read an OpenAI-compatible Chat Completions API from these.
+  OPENAI_BASE_URL: `${url}/v1`,
 });

@@ -258,6 +258,20 @@ describe('every decoder bounds what it allocates by what the file can hold', () 
     expectRefused('zeros.gz', gz, /the gzip stream expands past what it may/);
   });
 
+  it('an honest gzip inflating to 600 MiB, past what is held in memory, is read whole as it decodes and flagged', () => {
+    // Made as pigz or `cat a.gz b.gz` make one, of many members: a sparse float32 tensor's 4 MiB (one value in 32, as
+    // pruned weights are; it compresses 25 times, well inside 256, and is read by its printable runs, the cheapest scan),
+    // repeated, then the planted items' member at the very end.
+    const tensor = Buffer.alloc(4 * 2 ** 20);
+    for (let i = 0; i < tensor.length; i += 128) tensor.writeFloatLE(Math.sin(i), i);
+    const member = gzipSync(tensor);
+    const gz = Buffer.concat([...Array.from({ length: (600 * 2 ** 20) / tensor.length }, () => member), gzipSync(jsonl)]);
+    const result = check({ 'output/weights.bin.gz': gz });
+    expectFlagged(result, /^output\/weights\.bin\.gz:gunzip$/);
+    expect(result.details.coverage.unread).toEqual([]);
+    expect(result.details.coverage.binary_bytes).toBeGreaterThan(600 * 2 ** 20);
+  });
+
   it('a Feather file with zstd-compressed buffers (no decoder here) is listed as unread, not passed as clean', () => {
     expectRefused('z.feather', fixture('zstd.feather'), /zstd-compressed buffers: no decoder here/);
   });

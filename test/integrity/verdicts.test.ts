@@ -1,4 +1,5 @@
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { requireWorkspaceFilesystem, workspaceImage } from '../../sandbox/run-storage.js';
@@ -283,6 +284,57 @@ describe('a check that did not finish is incomplete, never clean', () => {
       await server.exited;
     }
   });
+  it('a server killed (SIGKILL) mid-check, its check killed with it as a crash kills both, checks the run again on restart', async () => {
+    const { home, store } = newHome();
+    const runId = `killed-${randomBytes(4).toString('hex')}`;
+    const workspace = endedRun(store, home, runId);
+    write(workspace, 'code/leak.jsonl', leak);
+    // An honest file big enough that its check runs for seconds: it is caught running, whatever the machine's speed.
+    const line = Buffer.from('{"text": "an honest line of training text about the weather and the sea"}\n'.repeat(4096));
+    const big = openSync(join(workspace, 'data.jsonl'), 'w');
+    for (let written = 0; written < 256 * 2 ** 20; written += line.length) writeSync(big, line);
+    closeSync(big);
+    store.close();
+    const verdict = () => {
+      const look = new Store(join(home, 'store.sqlite'));
+      try {
+        return look.latestIntegrityCheck(runId, 'contamination');
+      } finally {
+        look.close();
+      }
+    };
+
+    const server = await startHttpServer(home);
+    // The check of the unchecked run, in its own process (its command line names the run).
+    const checking = () =>
+      readdirSync('/proc').filter((pid) => {
+        try {
+          const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+          return argv.some((arg) => arg.endsWith('check-process.js')) && argv.includes(runId);
+        } catch {
+          return false; // not a process, or gone while we looked
+        }
+      });
+    await expect.poll(() => checking().length, { timeout: 60_000, interval: 50 }).toBe(1);
+    const [check] = checking();
+    server.child.kill('SIGKILL');
+    await server.exited;
+    process.kill(Number(check), 'SIGKILL');
+    await expect.poll(() => checking().length, { timeout: 10_000, interval: 50 }).toBe(0);
+    // Killed mid-check: nothing recorded, so the run reads incomplete, never clean.
+    expect(verdict()).toBeUndefined();
+
+    // The next check need not read the big file again to be seen recording.
+    rmSync(join(workspace, 'data.jsonl'));
+    const restarted = await startHttpServer(home);
+    try {
+      await expect.poll(() => verdict()?.verdict, { timeout: 120_000, interval: 250 }).toBe('flagged');
+      expect(restarted.stderr()).toContain('checking a run whose check did not finish');
+    } finally {
+      restarted.child.kill('SIGTERM');
+      await restarted.exited;
+    }
+  });
 });
 
 describe('stores from before', () => {
@@ -301,7 +353,7 @@ describe('stores from before', () => {
     store.db.pragma('user_version = 9');
     store.close();
     const upgraded = new Store(join(home, 'store.sqlite'));
-    expect(upgraded.schemaVersion).toBe(10);
+    expect(upgraded.schemaVersion).toBe(11);
     expect(upgraded.latestIntegrityCheck('old', 'contamination')!.verdict).toBe('incomplete');
     expect(upgraded.latestIntegrityCheck('old', 'review')!.verdict).toBe('failed');
     expect(runIntegrity(upgraded, 'old').verdict).toBe('incomplete');
@@ -354,7 +406,7 @@ describe('the verdict is shown: the report, the view, the leaderboard and its mo
     expect(report).toContain('<code>workspace data/train.parquet</code> (130 B)');
     expect(JSON.parse(readFileSync(join(out, 'integrity.json'), 'utf8'))).toMatchObject({ verdict: 'incomplete' });
 
-    const view = new ViewData(store, new DiskAccounts(store, 2 ** 30));
+    const view = new ViewData(store, new DiskAccounts(2 ** 30));
     const page = (await runPage(view, 'partly-read'))!;
     expect(page).toContain('<h2 id="h-integrity">Integrity</h2>');
     expect(page).toContain('<b>Incomplete</b>');

@@ -5,7 +5,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
 import { z } from 'zod';
+import { kernelStorageUnavailable, workspaceImage } from '../../sandbox/run-storage.js';
+import { Engine } from '../../src/core/engine.js';
 import { RecordingTransport } from '../../src/mcp/recording-transport.js';
 import { eventRecorder } from '../../src/store/events.js';
 import { Store } from '../../src/store/store.js';
@@ -226,3 +229,60 @@ describe('what a call the store cannot record is told', () => {
     );
   });
 });
+
+describe.skipIf(!isRoot || kernelStorageUnavailable() !== undefined)(
+  "a new run's image the home cannot hold beside the live runs' (needs root to mount a tmpfs home)",
+  () => {
+    const home = tempDir('rt-overcommit');
+    let mounted = false;
+    const engines: Engine[] = [];
+    const open = async (options: { overcommitDisk?: boolean }, warnings: string[] = []) => {
+      const logger = pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line).msg) });
+      // Closing leaves the baselines' gradings unsettled at once: what is tested here is made before them.
+      const engine = await Engine.open({ home, logger, diskQuotaBytes: quotaMiB * 2 ** 20, gradingGraceMs: 0, ...options });
+      engines.push(engine);
+      return engine;
+    };
+    /** Half the home and some: one run's image fits, a second beside it does not. */
+    const quotaMiB = 100;
+
+    afterAll(async () => {
+      try {
+        for (const engine of engines) await engine.close();
+      } finally {
+        if (mounted) execFileSync('umount', ['--lazy', home]);
+      }
+    });
+
+    it('is refused with the numbers and what to do, and made with a warning under --overcommit-disk', async () => {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${homeMiB}m`, 'a2rl-overcommit', home]);
+      mounted = true;
+      const engine = await open({});
+      const first = await engine.createRun({ taskId: 'micro-gsm8k', label: 'first' });
+      expect(existsSync(join(first.dir, workspaceImage))).toBe(true);
+      // Its quota alone fits the home's free space; with what the first run's image may still grow, it does not.
+      expect(freeBytes(home)).toBeGreaterThan(quotaMiB * 2 ** 20);
+      const refused = await engine.createRun({ taskId: 'micro-gsm8k', label: 'second' }).then(
+        () => undefined,
+        (error: Error) => error.message,
+      );
+      expect(refused).toMatch(
+        new RegExp(
+          `^Run \\S+ cannot be served here: the home ${home} has \\d+ MiB free, less than this run's ${quotaMiB} MiB quota plus the \\d+ MiB the live runs' workspace images may still grow \\(\\d+ MiB\\); free space \\(a2rl runs clean --ended frees ended runs' images\\), serve with a smaller --disk-quota, or serve with --overcommit-disk`,
+        ),
+      );
+      const refusedRun = withStore(home, (store) => store.listRuns().find((run) => run.label === 'second'))!;
+      expect(existsSync(join(refusedRun.dir, workspaceImage))).toBe(false);
+      await engine.close();
+
+      // Opted in: made, and the operator warned in the log as before. The first run is still active (its server
+      // closed, the run left as it was), so its image may still grow and the home stays overcommitted.
+      const warnings: string[] = [];
+      const overcommitting = await open({ overcommitDisk: true }, warnings);
+      const third = await overcommitting.createRun({ taskId: 'micro-gsm8k', label: 'third' });
+      expect(existsSync(join(third.dir, workspaceImage))).toBe(true);
+      expect(warnings.join('\n')).toMatch(/the live runs' workspace images may still grow by \d+ MiB, more than the \d+ MiB free/);
+      await third.end('the test is done with it');
+    });
+  },
+);

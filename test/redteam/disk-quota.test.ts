@@ -1,10 +1,20 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kernelStorageUnavailable, workspaceImage } from '../../sandbox/run-storage.js';
+import {
+  createWorkspaceImage,
+  kernelStorageUnavailable,
+  mountWorkspace,
+  unmountStaleWorkspaces,
+  unmountWorkspace,
+  workspaceFolder,
+  workspaceImage,
+  workspaceMounted,
+  withMountLock,
+} from '../../sandbox/run-storage.js';
 import { recordIncompleteContaminationCheck } from '../../src/integrity/check.js';
 import { cliEntry } from '../../src/util/paths.js';
 import { call } from '../helpers/mcp.js';
@@ -143,6 +153,17 @@ describe.skipIf(noKernelQuota !== undefined).each(backends)('red team, the kerne
       await cli(home, 'runs', 'revoke', ended.runId);
       const refused = await cli(home, 'runs', 'clean', active.runId);
       expect(refused.stderr).toMatch(/Run \S+ is active and uses its workspace; end it first/);
+      // The live server unmounts the ended run's image once its check is recorded (its loop device goes back), and
+      // keeps the active run's mounted.
+      const endedWorkspace = join(home, 'runs', ended.runId, 'workspace');
+      const checked = () => withStore(home, (store) => store.latestIntegrityCheck(ended.runId, 'contamination'));
+      for (const deadline = Date.now() + 120_000; (!checked() || mountsUnder(home).includes(endedWorkspace)) && Date.now() < deadline;) {
+        await sleep(200);
+      }
+      expect(checked()?.verdict).toBeDefined();
+      expect(mountsUnder(home)).not.toContain(endedWorkspace);
+      expect(mountsUnder(home)).toContain(join(home, 'runs', active.runId, 'workspace'));
+      expect(server!.child.exitCode).toBeNull();
       // A graceful stop: the contamination check of the ended run is recorded, then every workspace unmounted.
       server!.child.kill('SIGTERM');
       await server!.exited;
@@ -168,4 +189,41 @@ describe.skipIf(noKernelQuota !== undefined).each(backends)('red team, the kerne
       expect(withStore(home, (store) => store.getRun(ended.runId)?.state)).toBe('ended');
       expect(existsSync(join(home, 'runs', active.runId, workspaceImage))).toBe(true);
     }));
+});
+
+describe.skipIf(noKernelQuota !== undefined)("a killed server's mount, recovered while another server adopts its run", () => {
+  const home = tempDir('rt-mount-race');
+  const runDir = join(home, 'runs', 'adopted');
+
+  afterAll(async () => {
+    await unmountWorkspace(runDir);
+  });
+
+  it('stays mounted for the adopter: a mount and a stale unmount never interleave, and recovery asks again under the lock', async () => {
+    mkdirSync(join(runDir, workspaceFolder), { recursive: true });
+    await createWorkspaceImage(runDir, 8 * 2 ** 20);
+    expect(workspaceMounted(runDir)).toBe(true);
+    // The killed server's run: no live owner, so a starting server's recovery takes its mount for stale.
+    let adopted = false;
+    const recovery = unmountStaleWorkspaces(home, () => adopted);
+    // Meanwhile another server adopts the run: it claims it (its owner is now alive), then mounts its workspace, which
+    // it may find mounted still. Recovery found the owner dead a moment before: it must not take the adopter's mount.
+    adopted = true;
+    const adoption = mountWorkspace(runDir);
+    await Promise.all([recovery, adoption]);
+    expect(workspaceMounted(runDir)).toBe(true);
+    // The adopter holds the run's mount lock (claimed, mounting) when recovery, which found no live owner, reaches it.
+    adopted = false;
+    let mounted!: () => void;
+    const adopter = withMountLock(runDir, () => new Promise<void>((resolve) => (mounted = resolve)));
+    const recoveryAgain = unmountStaleWorkspaces(home, () => adopted);
+    adopted = true;
+    mounted();
+    await Promise.all([adopter, recoveryAgain]);
+    expect(workspaceMounted(runDir)).toBe(true);
+    // Nobody adopted: recovery unmounts it.
+    adopted = false;
+    await unmountStaleWorkspaces(home, () => adopted);
+    expect(workspaceMounted(runDir)).toBe(false);
+  });
 });

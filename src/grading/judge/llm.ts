@@ -44,6 +44,15 @@ const systemPrompt =
   '(format, length, required or forbidden words, tone) first, then helpfulness and fluency. Length alone is no merit. ' +
   'Answer with exactly one word: A, B or TIE.';
 
+/**
+ * DeepSearchQA's reference judge request's settings besides model and messages. The reference (`_judge_answer`) calls
+ * RD-Agent's `APIBackend().build_messages_and_create_chat_completion` with no settings of its own, so its LiteLLM
+ * backend sends `LLMSettings`' defaults (`rdagent/oai/llm_conf.py`): `chat_temperature` 0.5, `chat_max_tokens` None and
+ * `reasoning_effort` None (neither sent). Not matched, by design (docs/tasks.md): it streams (`chat_stream`; the text is
+ * the same) and retries 10 times a second apart (`max_retry`; ours: `maxAttempts`, backing off).
+ */
+export const answerJudgeSettings: Readonly<Record<string, unknown>> = { temperature: 0.5 };
+
 /** DeepSearchQA's reference judge (RD-Agent autorl_bench `deepsearchqa/eval.py`, `_judge_answer`): its system prompt and question. */
 export const answerJudgeSystemPrompt = 'You are a strict answer evaluator.';
 export function answerJudgePrompt(item: AnswerJudgeItem): string {
@@ -132,7 +141,7 @@ export class LlmJudge implements Judge {
   }
 
   /**
-   * DeepSearchQA's binary verdicts, asked as its reference asks them (temperature 0, the first line read). A request
+   * DeepSearchQA's binary verdicts, asked as its reference asks them (`answerJudgeSettings`, the first line read). A request
    * that fails after its retries gives null, not a failed grading: the reference falls back to a string match there.
    */
   async judgeAnswers(items: AnswerJudgeItem[]): Promise<Array<boolean | null>> {
@@ -142,7 +151,7 @@ export class LlmJudge implements Judge {
     ];
     return this.all(items, (item, givenUp) =>
       this.requestWithRetries(
-        { temperature: 0, messages: messages(item) },
+        { ...answerJudgeSettings, messages: messages(item) },
         (choice) => readAnswerVerdict(choice.message?.content ?? ''),
         givenUp,
       ).catch(() => null),

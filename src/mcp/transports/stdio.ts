@@ -19,7 +19,8 @@ export async function serveStdio(engine: Engine, run: Run): Promise<void> {
   const closed = new Promise<string>((resolve) => {
     server.server.onclose = () => resolve('the client disconnected');
     process.stdin.once('end', () => void transport.close());
-    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => resolve(`the server received ${signal}`));
+    // SIGHUP too: a terminal closing under a hand-started server ends its run as orderly as a client leaving.
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => resolve(`the server received ${signal}`));
   });
   await server.connect(transport);
   engine.logger.info({ run: run.id, task: run.task.id }, 'serving MCP over stdio');

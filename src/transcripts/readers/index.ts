@@ -2,6 +2,8 @@ import type { TranscriptReader } from '../types.js';
 import { claudeCodeTranscript } from './claude-code.js';
 import { codexTranscript } from './codex.js';
 import { geminiCliTranscript } from './gemini-cli.js';
+import { openCodeTranscript } from './opencode.js';
+import { qwenCodeTranscript } from './qwen-code.js';
 import { replayTranscript } from './replay.js';
 
 /**
@@ -12,5 +14,7 @@ export const transcriptReaders: Readonly<Record<string, TranscriptReader>> = {
   'claude-code': claudeCodeTranscript,
   codex: codexTranscript,
   'gemini-cli': geminiCliTranscript,
+  opencode: openCodeTranscript,
+  'qwen-code': qwenCodeTranscript,
   replay: replayTranscript,
 };

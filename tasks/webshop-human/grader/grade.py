@@ -7,7 +7,7 @@ reference's ReAct agent; success is reward 1, as WebShop's papers count it.
 As tasks/webshop/grader/grade.py (the same hflm.webshop.grade), with the variant "webshop-human": the whole product
 set (EVAL_DIR/webshop/data/items_shuffle.json, items_ins_v2.json, items_human_ins.json; upstream's num_products None),
 human goals, the papers' test split (goals 0-499 of the env's shuffled human goals) halved public / private, and
-score = 100 * episodes with reward 1 / episodes (the papers' success rate; "mean_reward" times 100 is their score).
+score = 100 * the mean reward (the papers' headline), with "success_rate" (episodes with reward 1) beside it.
 """
 
 import sys
@@ -15,7 +15,7 @@ import sys
 from hflm import grading  # first: it pins the thread pools before torch loads
 from hflm import webshop
 
-GRADER_VERSION = "webshop-human-grader-1"
+GRADER_VERSION = "webshop-human-grader-2"
 
 if __name__ == "__main__":
     sys.exit(webshop.grade(grading.parse(__doc__, "where to write the scores (JSON)"), webshop.VARIANTS["webshop-human"],

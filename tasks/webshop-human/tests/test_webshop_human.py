@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for the fixtures
 sys.path.append(STANDINS)
 
 import fixture_smoke_webshop  # noqa: E402
-from hflm import assets, webshop_assets  # noqa: E402
+from hflm import assets, webshop, webshop_assets  # noqa: E402
 
 GRADER = os.path.join(TASK, "grader", "grade.py")
 HOME = HUB = None
@@ -62,12 +62,27 @@ class GraderTest(unittest.TestCase):
         with open(os.path.join(scratch, "out", "result.json")) as f:
             result = json.load(f)
         self.assertEqual((result["grader_version"], result["variant"], result["success_at"]),
-                         ("webshop-human-grader-1", "webshop-human", 1.0))
+                         ("webshop-human-grader-2", "webshop-human", 1.0))
         self.assertEqual((result["public"]["total"], result["private"]["whole_total"]), (2, 4))
         # The tiny model buys one fixed product (where the whole set's search shows it) and never picks options: no
         # human goal's reward can be 1, whatever it bought.
         self.assertEqual((result["public"]["correct"], result["private"]["correct"], result["private"]["whole_score"]), (0, 0, 0.0))
         self.assertLessEqual(result["private"]["whole_mean_reward"], 0.75)
+        # The headline is the papers' mean reward x 100, the success rate beside it.
+        for half in ("public", "private"):
+            self.assertAlmostEqual(result[half]["score"], 100 * result[half]["mean_reward"], places=6)
+            self.assertEqual(result[half]["success_rate"], 0.0)
+        self.assertAlmostEqual(result["private"]["whole_score"], 100 * result["private"]["whole_mean_reward"], places=6)
+        self.assertEqual(result["private"]["whole_success_rate"], 0.0)
+
+    def test_headline_is_mean_reward_here_and_success_rate_for_webshop(self):
+        episodes = [{"reward": 1.0, "won": True}, {"reward": 0.5, "won": False}, {"reward": 0.25, "won": False},
+                    {"reward": 0.0, "won": False}]
+        self.assertEqual(webshop.headline(episodes, webshop.VARIANTS["webshop-human"]), 43.75)
+        self.assertEqual(webshop.success_rate(episodes)[0], 25.0)
+        reference = [dict(e, won=e["reward"] >= 0.5) for e in episodes]
+        self.assertEqual(webshop.headline(reference, webshop.VARIANTS["webshop"]), 50.0)
+        self.assertEqual(webshop.headline([], webshop.VARIANTS["webshop-human"]), 0.0)
 
     def test_task_json_names_the_variant(self):
         with open(os.path.join(TASK, "task.json")) as f:

@@ -43,7 +43,29 @@ export interface RouteContext {
 /** A handler the server mounts under a path, handed in by whoever starts it (the view is a layer above this one). */
 export type MountedHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void>;
 
-/** The server's request handler: every endpoint, and errors as `{error, message}` with their HTTP status. */
+/** The paths MCP clients speak JSON-RPC on: their errors are JSON-RPC error objects, as the SDK's own are. */
+const mcpPaths = ['/mcp', '/sse', '/messages'];
+/** The methods of Streamable HTTP: messages, the server's stream, the session's end. */
+const mcpMethods = ['GET', 'POST', 'DELETE'];
+
+/** A request body that is not JSON: a JSON-RPC parse error. */
+class BodyNotJson extends A2rlError {}
+
+/**
+ * The JSON-RPC error code of a refusal on an MCP path: the spec's parse error and invalid request, the SDK's "session
+ * not found" (-32001) for an unknown session, and its generic server error (-32000) for the rest.
+ */
+function jsonRpcCodeOf(error: unknown): number {
+  if (error instanceof BodyNotJson) return -32700;
+  if (isA2rlError(error, 'INVALID_INPUT')) return -32600;
+  if (isA2rlError(error, 'NOT_FOUND')) return -32001;
+  return -32000;
+}
+
+/**
+ * The server's request handler: every endpoint, and errors with their HTTP status, as JSON-RPC error objects on the MCP
+ * paths (`[CODE] message`, the code also in `error.data.code`, as tools answer) and as `{error, message}` elsewhere.
+ */
 export function requestHandler(context: RouteContext): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     route(context, req, res).catch((error: unknown) => {
@@ -51,11 +73,16 @@ export function requestHandler(context: RouteContext): (req: IncomingMessage, re
         context.engine.logger.error({ err: error, url: req.url }, 'HTTP request failed');
       if (res.headersSent) return void res.end();
       const status = isA2rlError(error) ? (statusOfCode[error.code] ?? 500) : 500;
+      const code = isA2rlError(error) ? error.code : 'INTERNAL';
       const message = isA2rlError(error) ? error.message : 'The server failed on this request; try again, and report it if it persists.';
       if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
       // A refused body is not read: close the connection rather than wait for the rest of it.
       if (status === 413) res.setHeader('Connection', 'close');
-      sendJson(res, status, { error: isA2rlError(error) ? error.code : 'INTERNAL', message });
+      if (mcpPaths.includes(new URL(req.url ?? '/', 'http://localhost').pathname)) {
+        const refusal = { code: jsonRpcCodeOf(error), message: `[${code}] ${message}`, data: { code } };
+        return sendJson(res, status, { jsonrpc: '2.0', id: null, error: refusal });
+      }
+      sendJson(res, status, { error: code, message });
     });
   };
 }
@@ -71,6 +98,14 @@ async function route(context: RouteContext, req: IncomingMessage, res: ServerRes
   if (endpoint === 'POST /runs') return createRunOverHttp(context, req, res);
   if (context.view && (url.pathname === '/view' || url.pathname.startsWith('/view/'))) return context.view(req, res, url);
   if (url.pathname === '/mcp') {
+    if (!mcpMethods.includes(req.method ?? '')) {
+      res.setHeader('Allow', mcpMethods.join(', '));
+      return sendJson(res, 405, {
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32000, message: `Method not allowed: ${req.method} /mcp. Streamable HTTP takes ${mcpMethods.join(', ')}.` },
+      });
+    }
     const runId = authenticateRun(context.tokens, req);
     return sessions.handleStreamable(req, res, runId, req.method === 'POST' ? await readJson(req) : undefined);
   }
@@ -126,7 +161,7 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   try {
     return JSON.parse(Buffer.concat(chunks).toString('utf8'));
   } catch (error) {
-    throw new A2rlError('INVALID_INPUT', `The request body is not JSON (${(error as Error).message}).`);
+    throw new BodyNotJson('INVALID_INPUT', `The request body is not JSON (${(error as Error).message}).`);
   }
 }
 

@@ -8,6 +8,7 @@ import type { Run } from '../../../core/run.js';
 import { A2rlError } from '../../../util/errors.js';
 import { RecordingTransport, type RecordSessionEvent } from '../../recording-transport.js';
 import { createServer } from '../../server.js';
+import { SessionEventStore } from './event-store.js';
 
 interface Session {
   kind: 'streamable' | 'sse';
@@ -109,6 +110,8 @@ export class SessionTable {
     const run = await this.engine.remoteRun(runId);
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: randomUUID,
+      // Resumable: a client whose stream dropped reconnects with Last-Event-ID and gets the answers it missed.
+      eventStore: new SessionEventStore(),
       onsessioninitialized: (id) =>
         void this.sessions.set(id, { kind: 'streamable', runId, transport, recording, lastRequestAt: Date.now() }),
     });

@@ -1,0 +1,243 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { Store } from '../src/store/store.js';
+import { cliEntry, packageRoot } from '../src/util/paths.js';
+import { viewToken } from '../src/view/token.js';
+import { latencies, percentile, round } from './measure.js';
+import { cloneRuns, recordTemplateRuns } from './scale-store.js';
+
+/**
+ * Issue 49's scale bench: stores of 10³, 10⁴ and 10⁵ runs (bench/scale-store.ts: template runs recorded through the
+ * store's API, cloned row for row), and on each `runs list`, `leaderboard` (kept summaries, and at ≤ 10⁴ runs from
+ * none), the runs page, the leaderboard page and a run page (first byte, size), and a live run's `budget_status` p99
+ * while those pages and 10 run pages load against none (slices alternate, so load from elsewhere falls on both).
+ * Then a run of 10⁶ tool calls: `runs export` and `report --format json`, peak RSS. Every time has its floor measured
+ * in the same run (a CLI that does nothing: `a2rl --version`). `node dist/bench/scale.js [sizes…] [--calls N]`;
+ * writes bench/scale-results.json.
+ */
+
+const args = process.argv.slice(2);
+const callsAt = args.indexOf('--calls');
+const longRunCalls = callsAt >= 0 ? Number(args[callsAt + 1]) : 1_000_000;
+const sizes = args.filter((_, i) => i !== callsAt && i !== callsAt + 1).map(Number);
+const unlimitedCalls = ['--calls-per-second', '1000000'];
+
+function cliTime(home: string, cliArgs: string[]): { ms: number; bytes: number; max_rss_mib: number } {
+  const start = performance.now();
+  const result = spawnSync('/usr/bin/time', ['-f', '%M', process.execPath, cliEntry, '--home', home, ...cliArgs], {
+    maxBuffer: 2 ** 31,
+    encoding: 'buffer',
+  });
+  const ms = performance.now() - start;
+  if (result.status !== 0) throw new Error(`a2rl ${cliArgs.join(' ')} failed: ${result.stderr.toString().slice(-2000)}`);
+  const kib = Number(/(\d+)\s*$/.exec(result.stderr.toString())?.[1] ?? NaN);
+  return { ms: round(ms), bytes: result.stdout.length, max_rss_mib: round(kib / 1024, 1) };
+}
+
+async function startServer(home: string, adminToken: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...unlimitedCalls], {
+    env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let stderr = '';
+    child.once('exit', (code) => reject(new Error(`serve --http exited with ${code}: ${stderr}`)));
+    child.stderr!.on('data', (chunk: Buffer) => {
+      stderr += chunk;
+      const match = /listening on (http:\/\/\S+)/.exec(stderr);
+      if (match) resolve(match[1]!);
+    });
+  });
+  return { child, url };
+}
+
+async function liveClient(url: string, adminToken: string): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+  const response = await fetch(`${url}/runs`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${adminToken}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ task: 'micro-gsm8k', label: 'scale-bench' }),
+  });
+  if (response.status !== 201) throw new Error(`POST /runs answered ${response.status}: ${await response.text()}`);
+  const { token } = (await response.json()) as { token: string };
+  const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  const client = new Client({ name: 'a2rl-scale-bench', version: '1' });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+/** A page's first byte (headers), whole answer and size. */
+async function loadPage(url: string, token: string): Promise<{ first_byte_ms: number; total_ms: number; bytes: number }> {
+  const start = performance.now();
+  const response = await fetch(url, { headers: { Authorization: `Bearer ${token}` } });
+  const firstByte = performance.now() - start;
+  if (response.status !== 200) throw new Error(`${url} answered ${response.status}`);
+  const body = await response.arrayBuffer();
+  return { first_byte_ms: round(firstByte), total_ms: round(performance.now() - start), bytes: body.byteLength };
+}
+
+async function budgetStatusFor(client: Client, ms: number): Promise<number[]> {
+  const times: number[] = [];
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    const start = performance.now();
+    await client.callTool({ name: 'budget_status', arguments: {} });
+    times.push(performance.now() - start);
+  }
+  return times;
+}
+
+async function atSize(runs: number) {
+  const home = mkdtempSync(join(tmpdir(), `a2rl-scale-${runs}-`));
+  try {
+    const store = new Store(join(home, 'store.sqlite'));
+    let start = performance.now();
+    cloneRuns(store, recordTemplateRuns(store, home), runs);
+    const buildS = (performance.now() - start) / 1000;
+    store.close();
+    const floor = cliTime(home, ['--version']);
+    const runsList = cliTime(home, ['runs', 'list']);
+    const leaderboard = cliTime(home, ['leaderboard', '--json']);
+    let cold: ReturnType<typeof cliTime> | undefined;
+    if (runs <= 10_000) {
+      const again = new Store(join(home, 'store.sqlite'));
+      again.db.exec('DELETE FROM run_summaries');
+      again.close();
+      cold = cliTime(home, ['leaderboard', '--json']);
+    }
+    const adminToken = randomBytes(16).toString('hex');
+    const server = await startServer(home, adminToken);
+    const token = viewToken(home);
+    try {
+      const { client, transport } = await liveClient(server.url, adminToken);
+      for (let i = 0; i < 50; i++) await client.callTool({ name: 'budget_status', arguments: {} });
+      const pages = {
+        runs_page: await loadPage(`${server.url}/view`, token),
+        runs_page_filtered: await loadPage(`${server.url}/view?agent=agent-1&state=ended`, token),
+        leaderboard_page: await loadPage(`${server.url}/view/leaderboard`, token),
+        run_page: await loadPage(`${server.url}/view/runs/clone-${Math.floor(runs / 2)}`, token),
+      };
+      const paths = [
+        '/view',
+        '/view/leaderboard',
+        ...Array.from({ length: 10 }, (_, i) => `/view/runs/clone-${i * Math.floor(runs / 10) + 8}`),
+      ];
+      const quiet: number[] = [];
+      const loaded: number[] = [];
+      let pageLoads = 0;
+      for (let slice = 0; slice < 6; slice++) {
+        quiet.push(...(await budgetStatusFor(client, 2500)));
+        let loading = true;
+        const loads = (async () => {
+          while (loading) {
+            await Promise.all(paths.map((p) => loadPage(`${server.url}${p}`, token)));
+            pageLoads += paths.length;
+          }
+        })();
+        loaded.push(...(await budgetStatusFor(client, 2500)));
+        loading = false;
+        await loads;
+      }
+      await transport.terminateSession();
+      await client.close();
+      const none = latencies(quiet);
+      const withPages = latencies(loaded);
+      return {
+        runs,
+        build_s: round(buildS, 1),
+        floor_cli_ms: floor.ms,
+        runs_list: { ...runsList, over_floor: round(runsList.ms / floor.ms) },
+        leaderboard_cli: { ...leaderboard, over_floor: round(leaderboard.ms / floor.ms) },
+        ...(cold ? { leaderboard_cli_no_summaries_kept: cold } : {}),
+        pages,
+        budget_status: {
+          no_pages: none,
+          pages_loading: { ...withPages, page_loads: pageLoads },
+          p99_ratio: round(withPages.p99_ms / none.p99_ms),
+          p999_ms_pages_loading: round(
+            percentile(
+              [...loaded].sort((a, b) => a - b),
+              99.9,
+            ),
+            3,
+          ),
+        },
+      };
+    } finally {
+      server.child.kill('SIGTERM');
+      await new Promise((resolve) => server.child.once('exit', resolve));
+    }
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+/** A run of `calls` tool calls (the template's call size), exported and reported: time and peak RSS of each. */
+function longRun(calls: number) {
+  const home = mkdtempSync(join(tmpdir(), 'a2rl-scale-long-'));
+  try {
+    const store = new Store(join(home, 'store.sqlite'));
+    const [id] = recordTemplateRuns(store, home);
+    const insert = store.db.prepare(
+      `INSERT INTO events (run_id, at, t_rel_ms, kind, name, data) VALUES (?, ?, ?, 'tool', 'budget_status', ?)`,
+    );
+    const data = JSON.stringify({ arguments: {}, result: { state: 'running', note: 'x'.repeat(400) }, duration_ms: 3 });
+    const batch = store.db.transaction((from: number, to: number) => {
+      for (let i = from; i < to; i++) insert.run(id, i, i, data);
+    });
+    for (let from = 0; from < calls; from += 100_000) batch(from, Math.min(calls, from + 100_000));
+    store.close();
+    const attempt = (cliArgs: string[]) => {
+      try {
+        return cliTime(home, cliArgs);
+      } catch (error) {
+        return { failed: (error as Error).message.slice(-300) };
+      }
+    };
+    return {
+      calls,
+      export: attempt(['runs', 'export', id!, '--out', join(home, 'export')]),
+      report_json: attempt(['report', id!, '--format', 'json', '--out', join(home, 'report.json')]),
+      target_max_rss_mib: 512,
+    };
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+const results: Record<string, unknown> = {
+  machine: {
+    cpus: cpus().length,
+    cpu_model: cpus()[0]?.model ?? 'unknown',
+    memory_gib: round(totalmem() / 2 ** 30, 1),
+    node: process.version,
+  },
+  load_average_1m_before: round(loadavg()[0]!),
+  stores: [] as unknown[],
+};
+/** Written after each measurement: a size that fails keeps what the others measured. */
+const save = () => {
+  results.load_average_1m_after = round(loadavg()[0]!);
+  results.measured_at = new Date().toISOString();
+  writeFileSync(join(packageRoot, 'bench', 'scale-results.json'), `${JSON.stringify(results, null, 2)}\n`);
+};
+if (longRunCalls > 0) {
+  results.long_run = longRun(longRunCalls);
+  save();
+}
+for (const runs of sizes.length > 0 ? sizes : [1000, 10_000, 100_000]) {
+  try {
+    (results.stores as unknown[]).push(await atSize(runs));
+  } catch (error) {
+    (results.stores as unknown[]).push({ runs, failed: String(error) });
+  }
+  process.stderr.write(`scale: ${runs} runs measured\n`);
+  save();
+}
+process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);

@@ -1,0 +1,159 @@
+import { baselineGradeOf, bestSubmission, gradedSubmissions } from '../core/submissions.js';
+import { runIntegrity, type RunVerdict } from '../integrity/verdict.js';
+import type { RunRow, RunSummaryRow, Store } from '../store/store.js';
+import { getTaskFile } from '../tasks/task.js';
+import { runUsage, totalTokens } from '../transcripts/run-usage.js';
+import { startProgress } from '../util/progress.js';
+
+/**
+ * Per-run summaries, kept (issue 49): what the runs page, `runs list` and the leaderboard show of a run, computed once
+ * from its submissions, grades, checks and transcript (8 queries, a transcript read, a verdict's JSON) and kept in the
+ * store's `run_summaries`. The store deletes a run's row whenever something it says changes (the run ends, is graded,
+ * checked, marked, or its task's baseline is graded), and whoever reads it next writes it again: at 10⁵ runs a page
+ * reads 100 rows, the leaderboard reads rows, not runs. An active run's summary changes by the second: it is never kept.
+ */
+
+/** A run's result on the leaderboard (see docs/ARCHITECTURE.md, "Scores"). */
+export interface RunResult {
+  run_id: string;
+  agent: string;
+  driver_model: string;
+  task: string;
+  final: number;
+  baseline: number;
+  improvement: number;
+  success: boolean;
+  /** Set when the run's infrastructure failed: counted apart, never in the scores. */
+  infrastructure_failure: string | null;
+  /** The run's integrity (src/integrity/verdict.ts): a run that is not `clean` (flagged, or its check incomplete) is scored as `--flagged` says. */
+  integrity: RunVerdict;
+  /** The agent's input and output tokens, and its dollars, from its transcript; null where it does not say (never 0). */
+  tokens: number | null;
+  cost_usd: number | null;
+}
+
+/** What a kept summary says of its run. */
+export interface RunFigures {
+  batch: string | null;
+  compute_s: number;
+  episodes: number;
+  submissions: number;
+  /** Bytes it put in the server's shared stores (Store.storedBytes). */
+  stored_bytes: number;
+  best_public: number | null;
+  baseline_public: number | null;
+  /** The latest contamination check's verdict, `unchecked` before one. */
+  contamination: string;
+  verdict: RunVerdict;
+  /** Its leaderboard result; null for a run no agent worked in, or without a baseline grade yet. */
+  result: RunResult | null;
+}
+
+/**
+ * A benchmark run: an agent worked in it. A run no tool was called in that `a2rl run` did not
+ * launch is a client's health check (`claude mcp list` starts `serve --task` and leaves), not a result.
+ */
+export function isBenchmarkRun(store: Store, run: RunRow): boolean {
+  return store.hasEvent(run.id, 'tool') || store.hasEvent(run.id, 'agent', 'launched');
+}
+
+/** What the launcher recorded of a run's agent: its batch (null when `a2rl run` did not launch it). */
+export function launchBatch(store: Store, runId: string): string | null {
+  for (const event of store.eventPages(runId, 'agent', 16)) {
+    if (event.name === 'launched') return (JSON.parse(event.data) as { batch?: string }).batch ?? null;
+  }
+  return null;
+}
+
+/** Computes a run's figures from the store (and its transcript): what a kept summary holds. */
+export function computeFigures(store: Store, run: Readonly<RunRow>): RunFigures {
+  const usage = store.usage(run.id);
+  const baseline = baselineGradeOf(store, run);
+  const best = bestSubmission(gradedSubmissions(store, run));
+  const integrity = runIntegrity(store, run.id);
+  let result: RunResult | null = null;
+  if (baseline && run.state === 'ended' && isBenchmarkRun(store, run)) {
+    const final = best?.private ?? baseline.private_score;
+    const improvement = final - baseline.private_score;
+    const agentUsage = runUsage(store, run.id);
+    const tokens = totalTokens(agentUsage);
+    result = {
+      run_id: run.id,
+      agent: run.agent ?? run.label ?? 'unlabelled',
+      driver_model: run.driver_model ?? '–',
+      task: run.task_id,
+      final,
+      baseline: baseline.private_score,
+      improvement,
+      success: improvement >= getTaskFile(run.task_id).successMargin,
+      infrastructure_failure: run.infrastructure_failure,
+      integrity: integrity.verdict,
+      tokens: tokens === 'unknown' ? null : tokens,
+      cost_usd: agentUsage.cost_usd === 'unknown' ? null : agentUsage.cost_usd,
+    };
+  }
+  return {
+    batch: launchBatch(store, run.id),
+    compute_s: usage.computeSeconds,
+    episodes: usage.rolloutEpisodes,
+    submissions: usage.submissions,
+    stored_bytes: store.storedBytes(run.id),
+    best_public: best?.public ?? null,
+    baseline_public: baseline?.public_score ?? null,
+    contamination: integrity.contamination,
+    verdict: integrity.verdict,
+    result,
+  };
+}
+
+function keep(store: Store, run: Readonly<RunRow>): RunSummaryRow {
+  const figures = computeFigures(store, run);
+  const row: RunSummaryRow = {
+    run_id: run.id,
+    task_id: run.task_id,
+    batch: figures.batch,
+    benchmark: figures.result !== null || isBenchmarkRun(store, run) ? 1 : 0,
+    has_baseline: figures.baseline_public === null ? 0 : 1,
+    summary: JSON.stringify(figures),
+    written_at: Date.now(),
+  };
+  store.putRunSummary(row);
+  return row;
+}
+
+/** The figures of these runs: ended runs' from their kept summaries (written now where missing), active runs' computed now. */
+export function runFigures(store: Store, runs: ReadonlyArray<Readonly<RunRow>>): Map<string, RunFigures> {
+  const kept = store.runSummaries(runs.filter((run) => run.state === 'ended').map((run) => run.id));
+  return new Map(
+    runs.map((run) => {
+      if (run.state === 'active') return [run.id, computeFigures(store, run)];
+      const row = kept.get(run.id) ?? keep(store, run);
+      return [run.id, JSON.parse(row.summary) as RunFigures];
+    }),
+  );
+}
+
+/** Writes the summaries ended runs (of one task, or all) lack: from before summaries were kept, or changed since. Once each. */
+export function summariseEndedRuns(store: Store, task?: string): void {
+  const missing = store.endedRunsWithoutSummary(task);
+  const progress = startProgress('summarising runs', missing.length);
+  try {
+    for (const run of missing) {
+      keep(store, run);
+      progress.tick(run.id);
+    }
+  } finally {
+    progress.stop();
+  }
+}
+
+/** Ended benchmark runs' results (of one task, or all), from their kept summaries; runs without a baseline grade yet are left out. */
+export function keptResults(store: Store, task?: string): RunResult[] {
+  summariseEndedRuns(store, task);
+  const results: RunResult[] = [];
+  for (const row of store.iterateRankedSummaries(task)) {
+    const { result } = JSON.parse(row.summary) as RunFigures;
+    if (result) results.push(result);
+  }
+  return results;
+}

@@ -1,0 +1,253 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { cloneRuns, recordTemplateRuns } from '../bench/scale-store.js';
+import { latencies } from '../bench/measure.js';
+import { keptToolCalls, loadRunFacts } from '../src/reports/analysis.js';
+import { exportRun } from '../src/reports/export.js';
+import { bootstrapCi, bootstrapRunsAtMost, meanInterval, runResults } from '../src/reports/leaderboard.js';
+import { Store } from '../src/store/store.js';
+import { ViewData } from '../src/view/data.js';
+import { DiskAccounts } from '../src/view/disk.js';
+import { leaderboardPage } from '../src/view/leaderboard-page.js';
+import { runPage } from '../src/view/run-page.js';
+import { runsPage } from '../src/view/runs-page.js';
+import { createView } from '../src/view/worker-proxy.js';
+import { startInProcess } from './helpers/in-process.js';
+import { tempDir } from './helpers/sandbox.js';
+
+/**
+ * Issue 49 at 10³ runs, the CI-sized run of bench/scale.ts: the store's live queries search indexes, pages are pages,
+ * summaries are kept, and no page the view renders runs on the thread that answers agents. Sizes, plans and counts
+ * only: nothing here depends on the machine's speed.
+ */
+
+const runs = 1000;
+let home: string;
+let store: Store;
+
+beforeAll(() => {
+  home = tempDir('a2rl-scale-');
+  store = new Store(join(home, 'store.sqlite'));
+  cloneRuns(store, recordTemplateRuns(store, home), runs);
+});
+
+afterAll(() => store?.close());
+
+/** The plan of `sql`, with a value for each parameter (plans do not depend on them). */
+function planOf(db: Store['db'], sql: string): string[] {
+  const names = [...new Set([...sql.matchAll(/@(\w+)/g)].map((m) => m[1]!))];
+  const positional = (sql.match(/\?/g) ?? []).length;
+  const statement = db.prepare(`EXPLAIN QUERY PLAN ${sql}`);
+  const rows = (
+    names.length > 0 ? statement.all(Object.fromEntries(names.map((n) => [n, 1]))) : statement.all(...Array(positional).fill(1))
+  ) as Array<{
+    detail: string;
+  }>;
+  return rows.map((row) => row.detail);
+}
+
+describe('a store of 10³ runs (issue 49)', () => {
+  it('every query of the pages, runs list, leaderboard and budget checks searches an index: no full scan of runs, events or submissions', async () => {
+    const probe = new Store(store.path);
+    const seen = new Set<string>();
+    const prepare = probe.db.prepare.bind(probe.db);
+    vi.spyOn(probe.db, 'prepare').mockImplementation((sql: string) => {
+      seen.add(sql);
+      return prepare(sql);
+    });
+    try {
+      const view = new ViewData(probe, new DiskAccounts(2 ** 30));
+      for (const filters of [{}, { task: 'micro-gsm8k' }, { agent: 'agent-1' }, { state: 'ended' }, { batch: 'batch-2' }])
+        runsPage(view, filters);
+      runsPage(view, {}, undefined, { created_at: 1_600_000_500_000, id: 'clone-500' });
+      await runPage(view, 'clone-500');
+      leaderboardPage(view);
+      probe.runStatus('clone-10');
+      probe.storedBytes('clone-10');
+      for (const _ of probe.iterateRuns());
+    } finally {
+      vi.restoreAllMocks();
+    }
+    const full = /^SCAN (runs|events|submissions)\b(?! USING)/;
+    const plans = [...seen]
+      .filter((sql) => !/^\s*(PRAGMA|INSERT|UPDATE|DELETE)/i.test(sql))
+      .map((sql) => ({ sql, plan: planOf(probe.db, sql) }));
+    expect(plans.length).toBeGreaterThan(15);
+    expect(plans.filter(({ plan }) => plan.some((line) => full.test(line)))).toEqual([]);
+    // The run page's newest tool calls come in index order, never sorted from all the run's rows.
+    const tools = plans.find(({ sql }) => sql.includes(`kind = 'tool'`) && sql.includes('DESC'));
+    expect(tools?.plan.join('\n')).not.toMatch(/TEMP B-TREE/);
+    probe.close();
+  });
+
+  it('opens a store of the schema before, with its runs, and summarises them on first read', () => {
+    const path = join(tempDir('a2rl-scale-old-'), 'store.sqlite');
+    const old = new Store(path);
+    const [id] = recordTemplateRuns(old, home);
+    // Back to schema 10 as it was: no summaries, no new indexes, the events index on (run_id, kind, name).
+    old.db.exec(`DROP TABLE run_summaries; DROP INDEX runs_by_state; DROP INDEX runs_by_created; DROP INDEX runs_by_task;
+      DROP INDEX runs_by_agent; DROP INDEX submissions_by_state; DROP INDEX events_by_kind;
+      CREATE INDEX events_by_kind ON events(run_id, kind, name); PRAGMA user_version = 10;`);
+    old.close();
+    const reopened = new Store(path);
+    expect(reopened.schemaVersion).toBe(11);
+    expect(reopened.db.prepare('SELECT COUNT(*) FROM run_summaries').pluck().get()).toBe(0);
+    expect(runResults(reopened).map((r) => r.run_id)).toContain(id);
+    expect(reopened.db.prepare('SELECT COUNT(*) FROM run_summaries').pluck().get()).toBe(8);
+    reopened.close();
+  });
+
+  it('the runs page shows 100 runs a page, under 1 MB, and its "Older runs" links walk every run once', async () => {
+    const view = new ViewData(store, new DiskAccounts(2 ** 30));
+    const seen: string[] = [];
+    let before: { created_at: number; id: string } | undefined;
+    for (let pages = 0; pages < 20; pages++) {
+      const html = runsPage(view, {}, undefined, before);
+      expect(Buffer.byteLength(html)).toBeLessThan(2 ** 20);
+      const rows = [...html.matchAll(/<tr data-run="([^"]+)"/g)].map((m) => m[1]!);
+      expect(rows.length).toBeLessThanOrEqual(100);
+      seen.push(...rows);
+      const next = /href="\/view\?before=(\d+):([^"&]+)"/.exec(html);
+      if (!next) break;
+      before = { created_at: Number(next[1]), id: decodeURIComponent(next[2]!) };
+    }
+    expect(seen.length).toBe(runs);
+    expect(new Set(seen).size).toBe(runs);
+    // Filters are the store's: a task's page holds only that agent's runs.
+    const agent = runsPage(view, { agent: 'agent-1' });
+    const agentRows = [...agent.matchAll(/<tr data-run="([^"]+)"/g)].map((m) => m[1]!);
+    expect(agentRows.length).toBe(100);
+    expect(agentRows.every((id) => store.getRun(id)!.agent === 'agent-1')).toBe(true);
+    // The leaderboard links a row's newest runs, not all of them.
+    const board = leaderboardPage(view);
+    expect(Buffer.byteLength(board)).toBeLessThan(2 ** 20);
+    expect(board).toMatch(/and \d+ older \(all in <a href="\/view\/leaderboard.json">/);
+  });
+
+  it('keeps each ended run’s summary, and writes one again only when a check changes what it says', () => {
+    const count = () => store.db.prepare('SELECT COUNT(*) FROM run_summaries').pluck().get() as number;
+    expect(count()).toBe(runs);
+    const before = runResults(store);
+    const written = store.db.prepare('SELECT MAX(written_at) FROM run_summaries').pluck().get();
+    expect(runResults(store)).toEqual(before);
+    expect(store.db.prepare('SELECT MAX(written_at) FROM run_summaries').pluck().get()).toBe(written);
+    const target = before.find((r) => r.integrity === 'clean')!;
+    store.insertIntegrityCheck({
+      run_id: target.run_id,
+      kind: 'review',
+      verdict: 'flagged',
+      checker: 'judge/test',
+      details: JSON.stringify({ reasons: ['test'] }),
+      duration_ms: 1,
+      created_at: Date.now(),
+    });
+    expect(count()).toBe(runs - 1);
+    const after = runResults(store);
+    expect(count()).toBe(runs);
+    expect(after.find((r) => r.run_id === target.run_id)!.integrity).toBe('flagged');
+    expect(after.filter((r) => r.integrity === 'flagged').length).toBe(before.filter((r) => r.integrity === 'flagged').length + 1);
+  });
+
+  it('the leaderboard’s interval: the bootstrap up to 200 runs, kept by the group’s contents; the normal interval above', () => {
+    const scores = Array.from({ length: bootstrapRunsAtMost }, (_, i) => 20 + ((i * 37) % 23));
+    const first = meanInterval(scores);
+    expect(meanInterval([...scores])).toBe(first);
+    const normal = meanInterval([...scores, 30]);
+    const bootstrap = bootstrapCi([...scores, 30]);
+    // At the threshold the two agree to within a tenth of a point on a spread of 23 points.
+    expect(Math.abs(normal[0] - bootstrap[0])).toBeLessThan(0.1);
+    expect(Math.abs(normal[1] - bootstrap[1])).toBeLessThan(0.1);
+  });
+
+  it('exports and reports a long run a page at a time: events.jsonl line for line, every call counted though only its ends are kept', () => {
+    const id = 'template-0';
+    const events = 2 * keptToolCalls + 500;
+    store.db.transaction(() => {
+      for (let i = 0; i < events; i++) {
+        const data = i % 7 === 0 ? { arguments: { path: `f${i}` }, error: 'not found' } : { arguments: { path: `f${i}` }, result: 'ok' };
+        store.insertEvent({ run_id: id, at: i, t_rel_ms: 100_000 + i, kind: 'tool', name: 'read_file', data: JSON.stringify(data) });
+      }
+    })();
+    const out = join(home, 'export');
+    const { analysis } = exportRun(store, id, out);
+    const lines = readFileSync(join(out, 'events.jsonl'), 'utf8').trimEnd().split('\n');
+    const recorded = store.listEvents(id);
+    expect(lines.length).toBe(recorded.length);
+    expect(lines.map((line) => JSON.parse(line) as unknown)).toEqual(recorded.map((e) => ({ ...e, data: JSON.parse(e.data) as unknown })));
+    const tools = recorded.filter((e) => e.kind === 'tool');
+    expect(analysis.metrics.tool_calls).toBe(tools.length);
+    expect(analysis.metrics.tool_errors).toBe(tools.filter((e) => e.data.includes('"error"')).length);
+    // The facts hold the first and last calls whole, in order among the other events; the middle is only counted.
+    const facts = loadRunFacts(store, id);
+    expect(facts.events.filter((e) => e.kind === 'tool')).toHaveLength(2 * keptToolCalls);
+    expect(facts.elided_tools?.calls).toBe(tools.length - 2 * keptToolCalls);
+    expect(facts.events.at(-1)!.data).toEqual(JSON.parse(recorded.at(-1)!.data));
+    expect(facts.events.map((e) => e.t_rel_ms)).toEqual([...facts.events.map((e) => e.t_rel_ms)].sort((a, b) => a - b));
+  });
+
+  it('no view page, leaderboard or run page slows a run’s calls: the view renders in a thread of its own (invariant 9)', async () => {
+    const live = await startInProcess({ home, label: 'live' });
+    const renders = vi.spyOn(ViewData.prototype, 'runs');
+    const view = createView({ store: live.engine.store, home, token: 'view-token-for-scale-test', diskQuotaBytes: 2 ** 30 });
+    const server: Server = createServer((req, res) => void view.handle(req, res, new URL(req.url ?? '/', 'http://localhost')));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const budgetStatus = async (calls: number) => {
+        const times: number[] = [];
+        for (let i = 0; i < calls; i++) {
+          const start = performance.now();
+          await live.client.callTool({ name: 'budget_status', arguments: {} });
+          times.push(performance.now() - start);
+        }
+        return times;
+      };
+      const first = await fetch(`${base}/view`, { headers: { Authorization: 'Bearer view-token-for-scale-test' } });
+      // The newest runs first, from the worker's own connection to the same store.
+      expect(await first.text()).toContain(`data-run="${live.run.id}"`);
+      await budgetStatus(20);
+      const quiet = await budgetStatus(200);
+      const delay = monitorEventLoopDelay({ resolution: 1 });
+      const pages = ['/view', '/view/leaderboard', '/view?agent=agent-2', `/view/runs/clone-900`, '/view?state=ended'];
+      let loaded = 0;
+      let loading = true;
+      const loads = (async () => {
+        while (loading) {
+          const answers = await Promise.all(
+            pages.map((path) => fetch(`${base}${path}`, { headers: { Authorization: 'Bearer view-token-for-scale-test' } })),
+          );
+          for (const answer of answers) {
+            expect(answer.status).toBe(200);
+            expect((await answer.text()).length).toBeLessThan(2 ** 20);
+            loaded++;
+          }
+        }
+      })();
+      delay.enable();
+      const busy = await budgetStatus(200);
+      loading = false;
+      await loads;
+      delay.disable();
+      // Pages were served, and none was rendered on this thread: the proxy only passed their bytes.
+      expect(loaded).toBeGreaterThanOrEqual(pages.length);
+      expect(renders).not.toHaveBeenCalled();
+      console.log(
+        JSON.stringify({
+          budget_status_quiet: latencies(quiet),
+          budget_status_pages_loading: latencies(busy),
+          pages_loaded: loaded,
+          main_loop_delay_max_ms: delay.max / 1e6,
+        }),
+      );
+    } finally {
+      renders.mockRestore();
+      server.close();
+      view.close();
+      await live.close();
+    }
+  });
+});
