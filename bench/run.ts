@@ -22,7 +22,7 @@ import { Grader } from '../src/grading/grader.js';
 import { JobManager } from '../src/jobs/job-manager.js';
 import { RubricJudge } from '../src/grading/judge/rubric.js';
 import { createLogger } from '../src/util/logger.js';
-import { cliEntry, packageRoot } from '../src/util/paths.js';
+import { packageRoot } from '../src/util/paths.js';
 import { Store } from '../src/store/store.js';
 import { getTask, listTaskIds } from '../src/tasks/task.js';
 import { executePrograms } from '../src/grading/execution.js';
@@ -32,11 +32,11 @@ import { viewToken } from '../src/view/token.js';
 import { searchRoundTrip } from './search.js';
 import { contaminationCheckCost } from './contamination.js';
 import { baselineGraded, latencies, percentile, round } from './measure.js';
+import { recordGrade, startHttpServer, unlimitedCalls } from './serve.js';
 
 /** Named as a server names itself, so a server starting meanwhile does not sweep the bench's sandboxes as a dead one's. */
 const benchOwner = `${process.pid}-${processStartTime(process.pid)}`;
 /** The bench measures the server's overhead, not its per-run call rate limit: its servers lift it. */
-const unlimitedCalls = ['--calls-per-second', '1000000'];
 
 const bareServerEntry = join(packageRoot, 'dist', 'bench', 'bare-server.js');
 
@@ -268,24 +268,6 @@ async function programSandboxOverhead(home: string, programs: number) {
     seconds: round(seconds),
     ms_per_program: round((1000 * seconds) / programs, 1),
   };
-}
-
-/** `a2rl serve --http` on a free port of loopback, with its own home. */
-async function startHttpServer(home: string, adminToken: string, serveArgs: string[] = []): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...unlimitedCalls, ...serveArgs], {
-    env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let stderr = '';
-    child.once('exit', (code) => reject(new Error(`serve --http exited with ${code}: ${stderr}`)));
-    child.stderr!.on('data', (chunk: Buffer) => {
-      stderr += chunk;
-      const match = /listening on (http:\/\/\S+)/.exec(stderr);
-      if (match) resolve(match[1]!);
-    });
-  });
-  return { child, url };
 }
 
 async function createHttpRun(url: string, adminToken: string): Promise<string> {
@@ -660,16 +642,7 @@ function reportsOverManyRuns(home: string, runs: number, eventsPerRun: number) {
           created_at: k,
         }) as { inserted: { id: number } };
         const score = 10 + ((r * 7 + k * 13) % 40);
-        store.insertGrade({
-          task_id: task.id,
-          grader_version: task.graderVersion,
-          content_hash: hash,
-          public_score: score,
-          private_score: score - 1,
-          details: '{}',
-          duration_ms: 1,
-          created_at: 0,
-        });
+        recordGrade(store, task, hash, score);
         store.setSubmissionState(inserted.id, 'graded', null, k);
         event(eventsPerRun + k, 'submission', 'queued', { submission_id: inserted.id, path: 'output/final' });
         event(eventsPerRun + k, 'submission', 'graded', { submission_id: inserted.id, public_score: score, private_score: score - 1 });

@@ -3,12 +3,13 @@ import { contaminationChecker } from '../src/integrity/verdict.js';
 import { keptResults } from '../src/reports/run-summaries.js';
 import type { Store } from '../src/store/store.js';
 import { getTask } from '../src/tasks/task.js';
+import { recordGrade } from './serve.js';
 
 /**
  * Stores of many runs for the scale bench (bench/scale.ts) and its CI test (test/scale.test.ts): a few template runs
  * recorded through the store's own API with a real run's mix of rows (tool calls, resource samples, a training job,
  * graded submissions, a contamination check, the launcher's event, its baseline grade), then cloned row for row by
- * SQL (runs, events, jobs, submissions, checks and kept summaries, with new run ids; foreign keys consistent) to the
+ * SQL (runs, events, jobs, submissions, checks, batches and kept summaries, with new run ids; foreign keys consistent) to the
  * size asked. The clones are the templates' rows, so every query meets what a store of that many such runs holds.
  */
 
@@ -19,17 +20,7 @@ const toolCallsPerTemplate = 12;
 /** Records the template runs, ended and checked, with the task's baseline grade; their ids. */
 export function recordTemplateRuns(store: Store, home: string): string[] {
   const task = getTask('micro-gsm8k');
-  const grade = (hash: string, score: number) =>
-    store.insertGrade({
-      task_id: task.id,
-      grader_version: task.graderVersion,
-      content_hash: hash,
-      public_score: score,
-      private_score: score - 1,
-      details: '{}',
-      duration_ms: 1,
-      created_at: 0,
-    });
+  const grade = (hash: string, score: number) => recordGrade(store, task, hash, score);
   grade(task.baseModelHash, 20);
   const ids: string[] = [];
   for (let r = 0; r < templateCount; r++) {
@@ -48,6 +39,7 @@ export function recordTemplateRuns(store: Store, home: string): string[] {
       created_at: started,
     });
     store.setRunAgent(id, { agent: `agent-${r % 4}`, agent_version: '1.0.0', driver_model: `model-${r % 2}` });
+    store.setRunBatch(id, `batch-${r % 3}`);
     let t = 0;
     const event = (kind: string, name: string, data: unknown) =>
       store.insertEvent({ run_id: id, at: started + t, t_rel_ms: (t += 1000), kind, name, data: JSON.stringify(data) });
@@ -101,7 +93,7 @@ export function recordTemplateRuns(store: Store, home: string): string[] {
 }
 
 /** The tables holding a run's rows, each copied with the clone's id (row ids are new). */
-const runTables = ['events', 'jobs', 'submissions', 'integrity_checks', 'run_summaries'] as const;
+const runTables = ['events', 'jobs', 'submissions', 'integrity_checks', 'run_batches', 'run_summaries'] as const;
 
 /** Grows the store to `total` runs by cloning the templates in turn; a clone starts a second after the one before. */
 export function cloneRuns(store: Store, templates: readonly string[], total: number): void {

@@ -1,6 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
@@ -10,12 +10,14 @@ import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { viewToken } from '../src/view/token.js';
 import { latencies, percentile, round } from './measure.js';
 import { cloneRuns, recordTemplateRuns } from './scale-store.js';
+import { startHttpServer } from './serve.js';
 
 /**
  * Issue 49's scale bench: stores of 10³, 10⁴ and 10⁵ runs (bench/scale-store.ts: template runs recorded through the
  * store's API, cloned row for row), and on each `runs list`, `leaderboard` (kept summaries, and at ≤ 10⁴ runs from
  * none), the runs page, the leaderboard page and a run page (first byte, size), and a live run's `budget_status` p99
- * while those pages and 10 run pages load against none (slices alternate, so load from elsewhere falls on both).
+ * while those pages and 10 run pages load against none (slices alternate, so load from elsewhere falls on both), and
+ * while the first leaderboard page of a store upgraded without summaries writes them all from the view worker.
  * Then a run of 10⁶ tool calls: `runs export` and `report --format json`, peak RSS. Every time has its floor measured
  * in the same run (a CLI that does nothing: `a2rl --version`). `node dist/bench/scale.js [sizes…] [--calls N]`;
  * writes bench/scale-results.json.
@@ -25,7 +27,6 @@ const args = process.argv.slice(2);
 const callsAt = args.indexOf('--calls');
 const longRunCalls = callsAt >= 0 ? Number(args[callsAt + 1]) : 1_000_000;
 const sizes = args.filter((_, i) => i !== callsAt && i !== callsAt + 1).map(Number);
-const unlimitedCalls = ['--calls-per-second', '1000000'];
 
 function cliTime(home: string, cliArgs: string[]): { ms: number; bytes: number; max_rss_mib: number } {
   const start = performance.now();
@@ -37,23 +38,6 @@ function cliTime(home: string, cliArgs: string[]): { ms: number; bytes: number; 
   if (result.status !== 0) throw new Error(`a2rl ${cliArgs.join(' ')} failed: ${result.stderr.toString().slice(-2000)}`);
   const kib = Number(/(\d+)\s*$/.exec(result.stderr.toString())?.[1] ?? NaN);
   return { ms: round(ms), bytes: result.stdout.length, max_rss_mib: round(kib / 1024, 1) };
-}
-
-async function startServer(home: string, adminToken: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [cliEntry, 'serve', '--http', '--port', '0', ...unlimitedCalls], {
-    env: { ...process.env, A2RL_HOME: home, A2RL_ADMIN_TOKEN: adminToken },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let stderr = '';
-    child.once('exit', (code) => reject(new Error(`serve --http exited with ${code}: ${stderr}`)));
-    child.stderr!.on('data', (chunk: Buffer) => {
-      stderr += chunk;
-      const match = /listening on (http:\/\/\S+)/.exec(stderr);
-      if (match) resolve(match[1]!);
-    });
-  });
-  return { child, url };
 }
 
 async function liveClient(url: string, adminToken: string): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
@@ -112,7 +96,7 @@ async function atSize(runs: number) {
       cold = cliTime(home, ['leaderboard', '--json']);
     }
     const adminToken = randomBytes(16).toString('hex');
-    const server = await startServer(home, adminToken);
+    const server = await startHttpServer(home, adminToken);
     const token = viewToken(home);
     try {
       const { client, transport } = await liveClient(server.url, adminToken);
@@ -144,6 +128,16 @@ async function atSize(runs: number) {
         loading = false;
         await loads;
       }
+      // An upgraded store: no summary kept, so the first leaderboard page writes every run's from the view worker
+      // (500 a transaction) while the live run's calls are timed. The generation moves as a real write's would.
+      const upgraded = new Store(join(home, 'store.sqlite'));
+      upgraded.db.exec('DELETE FROM run_summaries; UPDATE summaries_generation SET n = n + 1');
+      upgraded.close();
+      let summarising = true;
+      const firstBoard = loadPage(`${server.url}/view/leaderboard`, token).finally(() => (summarising = false));
+      const whileSummarising: number[] = [];
+      while (summarising) whileSummarising.push(...(await budgetStatusFor(client, 250)));
+      const summarised = { leaderboard_page: await firstBoard, budget_status: latencies(whileSummarising) };
       await transport.terminateSession();
       await client.close();
       const none = latencies(quiet);
@@ -168,6 +162,7 @@ async function atSize(runs: number) {
             3,
           ),
         },
+        upgraded_store_first_leaderboard: summarised,
       };
     } finally {
       server.child.kill('SIGTERM');

@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import { join, posix } from 'node:path';
 import { A2rlError } from '../src/util/errors.js';
 import { cgroupsUnavailableReason, JobCgroup, slowCgroupMovesReason, sweepCgroups } from './cgroup.js';
-import { gpuDeviceArgs } from './gpu-devices.js';
+import { gpuDeviceArgs, hostGpuDevices } from './gpu-devices.js';
 import { giveWritableMounts, type JobIdentity, jobIdentity } from './job-identity.js';
 import { processTree, signalAll } from './process-tree.js';
 import type { ExecOptions, ExitStatus, ResourceUsage, SandboxBackend, SandboxInstance, SandboxProcess, SandboxSpec } from './contract.js';
@@ -138,7 +138,10 @@ class BubblewrapInstance implements SandboxInstance {
 export function bubblewrapArgs(
   spec: SandboxSpec,
   options: Pick<ExecOptions, 'command' | 'limits' | 'env'>,
-  gpuDevices: { count: number; args: string[] } = { count: options.limits.gpus.length, args: gpuDeviceArgs(options.limits.gpus) },
+  gpuDevices: { count: number; args: string[] } = {
+    count: options.limits.gpus.length,
+    args: gpuDeviceArgs(options.limits.gpus, options.limits.gpus.length > 0 ? hostGpuDevices() : []),
+  },
 ): string[] {
   const threads = String(Math.max(1, Math.ceil(options.limits.cpus)));
   const env: Record<string, string> = {

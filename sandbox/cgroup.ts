@@ -1,6 +1,7 @@
+import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
-import { signalAll } from './process-tree.js';
-import { basename, dirname, join } from 'node:path';
+import { processTree, signalAll } from './process-tree.js';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { ResourceUsage } from './contract.js';
 
 const controllers = ['memory', 'cpu', 'cpuacct', 'pids'] as const;
@@ -24,6 +25,8 @@ const quickChecks = 20;
 export interface CgroupBase {
   version: 1 | 2;
   dirs: Map<Controller, string>;
+  /** v2: the folder is the hierarchy's root, which may hold processes and hand controllers down at once. */
+  root?: boolean;
 }
 
 interface CgroupMount {
@@ -115,7 +118,47 @@ function locate(pid: number | 'self'): CgroupBase | { reason: string } {
   if (![dir, join(dir, 'cgroup.procs'), join(dir, 'cgroup.subtree_control')].every(writable)) {
     return { reason: `the cgroup v2 folder ${dir} is not writable by this user: ${delegationAdvice}` };
   }
-  return { version: 2, dirs: new Map(controllers.map((controller) => [controller, dir])) };
+  return {
+    version: 2,
+    dirs: new Map(controllers.map((controller) => [controller, dir])),
+    root: resolve(dir) === resolve(unified.mountPoint),
+  };
+}
+
+/**
+ * Why this process's cgroup v2 folder is not its server's to change, or undefined where it is: the hierarchy's root
+ * (a VM's, a container's own cgroup namespace), a cgroup systemd delegated (`Delegate=yes` marks it with the xattr
+ * `trusted.delegate`, or `user.delegate` under a user manager, since systemd 251), or one that holds no process but
+ * this one and its descendants (made for it). Any other (an ssh session's scope, a service without `Delegate=yes`) is
+ * systemd's: writability proves nothing for root, moving its other processes takes what is not ours, and systemd may
+ * switch the controllers off again, and with them every job's memory.max and pids.max.
+ */
+function delegationRefusal(base: CgroupBase): string | undefined {
+  if (base.version === 1 || base.root) return undefined;
+  const dir = base.dirs.get('memory')!;
+  if (delegatedBySystemd(dir)) return undefined;
+  const ours = new Set(processTree(process.pid));
+  const foreign = [dir, join(dir, leafNames.server)]
+    .flatMap((folder) => (readText(join(folder, 'cgroup.procs')) ?? '').split('\n').filter(Boolean).map(Number))
+    .filter((pid) => !ours.has(pid));
+  if (foreign.length === 0) return undefined;
+  const named = foreign
+    .slice(0, 3)
+    .map((pid) => `${pid} ${(readText(`/proc/${pid}/comm`) ?? '?').trim()}`)
+    .join(', ');
+  return (
+    `the cgroup v2 folder ${dir} is not delegated to this server: it holds processes that are not the server's ` +
+    `(${named}${foreign.length > 3 ? ', …' : ''}) and systemd marked it with no Delegate=yes (trusted.delegate or user.delegate)`
+  );
+}
+
+/** Whether systemd delegated the cgroup folder (its `trusted.delegate` or `user.delegate` xattr; Node reads no xattrs). */
+function delegatedBySystemd(dir: string): boolean {
+  const read = spawnSync('/usr/bin/python3', ['-S', '-c', 'import os, sys\nfor name in os.listxattr(sys.argv[1]): print(name)', dir], {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
+  return read.status === 0 && /^(trusted|user)\.delegate$/m.test(read.stdout);
 }
 
 /** How an operator gives the server a cgroup v2 subtree of its own (docs/operating.md, "Hosts"). */
@@ -137,6 +180,9 @@ export function cgroupBaseOf(pid: number | 'self'): CgroupBase | undefined {
   return 'reason' in found ? undefined : found;
 }
 
+/** How long {@link delegateControllers} tries again while the kernel still sees a moved process in the folder. */
+const delegateRetryMs = 1000;
+
 /**
  * Hands a cgroup v2 folder's memory, cpu and pids controllers to its children. The kernel refuses while the folder
  * itself holds processes (EBUSY; the root cgroup excepted): they move into the leaf `leaf` first, those forked
@@ -146,14 +192,20 @@ export function delegateControllers(dir: string, leaf: string): void {
   const enable = () => writeFileSync(join(dir, 'cgroup.subtree_control'), v2Controllers.map((c) => `+${c}`).join(' '));
   const enabled = (readText(join(dir, 'cgroup.subtree_control')) ?? '').trim().split(/\s+/);
   if (v2Controllers.every((controller) => enabled.includes(controller))) return;
-  for (let attempt = 0; ; attempt++) {
+  // Synchronous (a job's cgroup is made as it starts): the waits between tries block, so they are short and bounded.
+  const deadline = Date.now() + delegateRetryMs;
+  for (let attempt = 0, waitMs = 1; ; attempt++) {
     try {
       enable();
       return;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EBUSY' || attempt >= 50) {
+      if ((error as NodeJS.ErrnoException).code !== 'EBUSY' || Date.now() >= deadline) {
         throw new Error(`cannot give the controllers of ${dir} to its children: ${(error as Error).message}`, { cause: error });
       }
+    }
+    if (attempt > 0) {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, waitMs);
+      waitMs = Math.min(2 * waitMs, 50);
     }
     mkdirSync(join(dir, leaf), { recursive: true });
     for (const pid of (readText(join(dir, 'cgroup.procs')) ?? '').split('\n').filter(Boolean)) {
@@ -172,7 +224,7 @@ export function delegateControllers(dir: string, leaf: string): void {
  * moves into the leaf `a2rl-server` to allow that.
  */
 function discoverHierarchies(): CgroupBase | { reason: string } {
-  const found = locate('self');
+  const found = ownHierarchies();
   if ('reason' in found || found.version === 1) return found;
   const dir = found.dirs.get('memory')!;
   try {
@@ -181,6 +233,14 @@ function discoverHierarchies(): CgroupBase | { reason: string } {
     return { reason: `${(error as Error).message}: ${delegationAdvice}` };
   }
   return found;
+}
+
+/** This process's cgroups where they are its server's to change (`delegationRefusal`), changing nothing. */
+function ownHierarchies(): CgroupBase | { reason: string } {
+  const found = locate('self');
+  if ('reason' in found) return found;
+  const refusal = delegationRefusal(found);
+  return refusal ? { reason: `${refusal}: ${delegationAdvice}` } : found;
 }
 
 let hierarchies: CgroupBase | { reason: string } | null = null;
@@ -196,26 +256,27 @@ export function cgroupsUnavailableReason(): string | undefined {
 }
 
 /**
- * What per-job cgroups enforce and measure on this host, read off a job cgroup made and removed for the purpose
- * (`a2rl doctor`); undefined where none can be made ({@link cgroupsUnavailableReason} says why).
+ * What per-job cgroups would enforce and measure on this host, or why there are none (`a2rl doctor`). Read without
+ * changing any cgroup: no process moves and no controller is enabled, which only a server does (`discoverHierarchies`).
  */
-export function cgroupEnforcement(group: string): string | undefined {
-  const base = writableHierarchies();
-  if (!base) return undefined;
+export function cgroupEnforcement(): { enforces: string } | { reason: string } {
+  const base = hierarchies ?? ownHierarchies();
+  if ('reason' in base) return { reason: `no per-job cgroups: ${base.reason}` };
   if (base.version === 1) {
     const dirs = [...new Set(base.dirs.values())].map((dir) => dir.replace(/(.)\/$/, '$1'));
-    return `cgroup v1 (${dirs.join(', ')}): memory.limit_in_bytes, cpu.cfs_quota_us, pids.max; CPU-seconds from cpuacct.usage, peak memory from memory.max_usage_in_bytes, OOM kills from memory.oom_control`;
+    return {
+      enforces: `cgroup v1 (${dirs.join(', ')}): memory.limit_in_bytes, cpu.cfs_quota_us, pids.max; CPU-seconds from cpuacct.usage, peak memory from memory.max_usage_in_bytes, OOM kills from memory.oom_control`,
+    };
   }
-  const probe = JobCgroup.create(group, 'doctor-probe')!;
-  try {
-    const has = (file: string) => existsSync(join(probe.dir('memory'), file));
-    const swap = has('memory.swap.max') ? 'memory.max + memory.swap.max (no swap)' : 'memory.max (no swap accounting in this kernel)';
-    const peak = has('memory.peak') ? 'memory.peak' : 'memory.current sampled each second (no memory.peak before Linux 5.19)';
-    return `cgroup v2 (under ${join(base.dirs.get('memory')!, 'a2rl')}): ${swap}, cpu.max, pids.max; CPU-seconds from cpu.stat, peak memory from ${peak}, OOM kills from memory.events`;
-  } finally {
-    probe.remove();
-    JobCgroup.removeGroup(group);
-  }
+  const dir = base.dirs.get('memory')!;
+  // A cgroup given the memory controller shows the files a job's would (the root shows none: a child of it, where one has them).
+  const sample = [dir, ...listDirs(dir).map((child) => join(dir, child))].find((folder) => existsSync(join(folder, 'memory.max')));
+  const has = (file: string) => sample !== undefined && existsSync(join(sample, file));
+  const swap = has('memory.swap.max') ? 'memory.max + memory.swap.max (no swap)' : 'memory.max (no swap accounting in this kernel)';
+  const peak = has('memory.peak') ? 'memory.peak' : 'memory.current sampled each second (no memory.peak before Linux 5.19)';
+  return {
+    enforces: `cgroup v2 (under ${join(dir, 'a2rl')}): ${swap}, cpu.max, pids.max; CPU-seconds from cpu.stat, peak memory from ${peak}, OOM kills from memory.events`,
+  };
 }
 
 /**
@@ -393,7 +454,9 @@ export class JobCgroup {
 
   /** Removes a server's (empty) group folder when it shuts down. */
   static removeGroup(group: string): void {
-    for (const base of new Set(writableHierarchies()?.dirs.values() ?? [])) tryRmdir(join(base, 'a2rl', group));
+    // Only where this process made its cgroups: a backend that ran no job (the doctor's) must not move processes to remove nothing.
+    if (!hierarchies || 'reason' in hierarchies) return;
+    for (const base of new Set(hierarchies.dirs.values())) tryRmdir(join(base, 'a2rl', group));
   }
 
   private read(controller: Controller, file: string): string | undefined {

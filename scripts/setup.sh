@@ -94,12 +94,11 @@ done
 
 # Every job moves into cgroups of its own; after a quiet spell the kernel first makes that move wait for an RCU
 # grace period (4-14 ms p50 a job start on a 2-core host, sandbox/cgroup.ts). The cgroup2 option favordynmods (Linux
-# 6.0 and later) spares it, host-wide until reboot, at a small cost to every fork and exit. As root, where jobs use
-# cgroup v1 controllers, setup turns it on; `a2rl doctor` says when it is off. A remount sets every cgroup2 option at
-# once: the current ones are passed again.
+# 6.0 and later) spares it, host-wide until reboot, at a small cost to every fork and exit. As root setup turns it on,
+# on cgroup v1 and v2 hosts alike (a v2 job's move pays the same wait); `a2rl doctor` says when it is off. A remount
+# sets every cgroup2 option at once: the current ones are passed again.
 favordynmods_wanted() {
   [ "$(id -u)" = 0 ] || return 1
-  grep -q ' - cgroup [^ ]* [^ ]*memory' /proc/self/mountinfo || return 1
   grep -q ' - cgroup2* [^ ]* [^ ]*favordynmods' /proc/self/mountinfo && return 1
   [ -n "$(awk '/ - cgroup2 / { print $5; exit }' /proc/self/mountinfo)" ]
 }

@@ -332,8 +332,7 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
         it(`${cli.agent} over ${transport}: exactly the a2rl tools, nothing of the operator's HOME`, async ({ expect }) => {
           const label = `manual-${cli.agent}-${transport}`;
           const where = transport === 'stdio' ? ['--task', 'micro-gsm8k', '--label', label] : ['--transport', 'http', '--url', mcpUrl];
-          // Codex with no --model: its default model's settings still give it the a2rl tools as tools (not in "code mode").
-          const model = cli.agent === 'codex' ? [] : ['--model', 'scripted-model'];
+          const model = ['--model', 'scripted-model'];
           const config = execFileSync(process.execPath, [cliEntry, '--home', home, 'agent-config', cli.agent, ...where, ...model], {
             encoding: 'utf8',
           });

@@ -1,9 +1,10 @@
 import Database from 'better-sqlite3';
 import { execFile, spawn, spawnSync } from 'node:child_process';
 import { createServer as createNetServer, type Server } from 'node:net';
-import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describeFailure } from '../src/cli/exit.js';
 import { Store } from '../src/store/store.js';
 import { exitStatuses } from '../src/util/errors.js';
 import { listTaskIds } from '../src/tasks/task.js';
@@ -75,6 +76,11 @@ beforeAll(async () => {
   newer.pragma('user_version = 9999');
   newer.close();
   writeFileSync(path('a-file'), 'not a folder\n');
+  mkdirSync(path('suite-home'));
+  writeFileSync(
+    path('wide.yaml'),
+    'name: wide\ntasks: [micro-gsm8k]\nagents:\n  - id: stand-in\n    command: "true"\nbackend:\n  parallel: 100000\n',
+  );
   mkdirSync(readOnly);
   if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', readOnly]).status === 0) {
     mkdirSync(join(readOnly, 'home'));
@@ -98,6 +104,13 @@ afterAll(() => {
 const noReadOnlyMount = () => (readOnlyMounted ? undefined : 'mounting a read-only tmpfs needs root (CAP_SYS_ADMIN)');
 
 const cases: Case[] = [
+  {
+    name: "a suite's backend.parallel over this host's CPUs is refused before the home is touched",
+    args: () => ['--home', path('suite-home'), 'suite', 'run', path('wide.yaml')],
+    line: /^a2rl: backend\.parallel: 100000 runs at once is more than this host's \d+ CPUs; write at most \d+\.$/,
+    status: exitStatuses.usage,
+    after: () => expect(readdirSync(path('suite-home'))).toEqual([]),
+  },
   {
     name: 'a --home that does not exist (a typo) is refused, no store made',
     args: () => ['--home', path('hme'), 'runs', 'list'],
@@ -263,5 +276,31 @@ describe('the CLI error table: each expected failure is one line and the exit st
     expect(status).toBe(100 + listTaskIds().indexOf('micro-gsm8k') + 1);
     // The run it made is still summed up.
     expect(stdout).toMatch(/run \S+ \(micro-gsm8k\): /);
+  });
+});
+
+describe('SQLite errors as the CLI reports them', () => {
+  it('sends only a damaged store to its backup: a constraint or a misuse is a bug, said as one', () => {
+    const db = new Database(':memory:');
+    db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1)');
+    const constraint = (() => {
+      try {
+        db.exec('INSERT INTO t VALUES (1)');
+      } catch (error) {
+        return error;
+      }
+    })();
+    db.close();
+    expect((constraint as { code: string }).code).toBe('SQLITE_CONSTRAINT_PRIMARYKEY');
+    expect(describeFailure(constraint)).toEqual({
+      line: expect.stringMatching(/^UNIQUE constraint failed: t\.id \(an unexpected error: run again with --debug/),
+      status: exitStatuses.internal,
+    });
+    for (const code of ['SQLITE_CORRUPT', 'SQLITE_NOTADB']) {
+      expect(describeFailure(new Database.SqliteError('database disk image is malformed', code))).toEqual({
+        line: expect.stringMatching(/^The store cannot be read \(SQLite: .*\): restore store\.sqlite from a backup/),
+        status: exitStatuses.store,
+      });
+    }
   });
 });

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { bubblewrapArgs } from '../sandbox/bwrap.js';
 import { containerConfig } from '../sandbox/docker.js';
 import { gpuDeviceRequest, gpuPathOf } from '../sandbox/docker-gpus.js';
-import { gpuDeviceArgs, parseGpuDevices } from '../sandbox/gpu-devices.js';
+import { gpuDeviceArgs, hostGpuDevices, parseGpuDevices, readHostGpuDevices } from '../sandbox/gpu-devices.js';
 import { packageRoot } from '../src/util/paths.js';
 
 /** What a GPU host's driver decides without a GPU here: the route setup builds, the device nodes a job is given. */
@@ -92,6 +92,30 @@ describe('GPU device nodes by PCI bus id', () => {
       'GPU 4 is not among the GPUs nvidia-smi lists (indices: 0,1,2,3), so its device cannot be given to the job; serve with --gpus naming indices that nvidia-smi -L shows.',
     );
     expect(() => gpuDeviceArgs([0], [])).toThrow(/GPU 0 is not among the GPUs nvidia-smi lists \(indices: none\)/);
+  });
+
+  it('reads the host’s GPUs once, off the server’s thread: a job starting meanwhile is refused, nothing waits', async () => {
+    const bin = mkdtempSync(join(tmpdir(), 'a2rl-smi-'));
+    const calls = join(bin, 'calls');
+    writeFileSync(join(bin, 'nvidia-smi'), `#!/bin/sh\necho asked >> ${calls}\necho '0, 00000000:18:00.0, 2'\n`, { mode: 0o755 });
+    const path = process.env.PATH;
+    process.env.PATH = `${bin}:${path}`;
+    try {
+      // The first ask starts the read and answers at once: the job's devices are not known yet.
+      expect(hostGpuDevices()).toBeUndefined();
+      expect(() => gpuDeviceArgs([0], hostGpuDevices())).toThrow(
+        "The host's GPUs are still being read from nvidia-smi, so the job's devices are not known yet; nothing ran: try again in a few seconds.",
+      );
+      const read = [{ index: 0, busId: '00000000:18:00.0', minor: 2 }];
+      expect(await readHostGpuDevices()).toEqual(read);
+      expect(hostGpuDevices()).toEqual(read);
+      expect(gpuDeviceArgs([0], hostGpuDevices()).slice(0, 3)).toEqual(['--dev-bind', '/dev/nvidia2', '/dev/nvidia2']);
+      await readHostGpuDevices();
+      expect(readFileSync(calls, 'utf8')).toBe('asked\n');
+    } finally {
+      process.env.PATH = path;
+      rmSync(bin, { recursive: true, force: true });
+    }
   });
 
   it('numbers a job’s GPUs in PCI bus order inside the sandbox', () => {

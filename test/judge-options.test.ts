@@ -2,7 +2,9 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { Engine } from '../src/core/engine.js';
 import { addJudgeOptions, type JudgeOptions, judgeArgs, judgeConfig } from '../src/cli/options.js';
 import { Store } from '../src/store/store.js';
 import { cliEntry } from '../src/util/paths.js';
@@ -31,7 +33,7 @@ describe('--judge-annotator: which AlpacaEval annotator an LLM judge is', () => 
     expect(judgeArgs(plain)).not.toContain('--judge-annotator');
   });
 
-  it('reaches the grader: the run is graded under the weighted annotator’s judge name', () => {
+  it('reaches the grader: the run is graded under the weighted annotator’s judge name', async () => {
     const home = tempDir('home-annotator');
     const created = (annotator: string[]) =>
       spawnSync(
@@ -53,6 +55,19 @@ describe('--judge-annotator: which AlpacaEval annotator an LLM judge is', () => 
       expect(version(plain.stdout)).toMatch(/\/judge:llm:gpt-4-1106-preview@127\.0\.0\.1:9$/);
     } finally {
       store.close();
+    }
+    // A server with the plain annotator's judge refuses the weighted run, naming the part that differs and what to do.
+    const engine = await Engine.open({ home, logger: pino({ level: 'silent' }), judge: judgeConfig(parsed(llm)), recover: false });
+    try {
+      const refused = await engine.remoteRun((JSON.parse(weighted.stdout) as { run_id: string }).run_id).then(
+        () => 'adopted',
+        (error: Error) => error.message,
+      );
+      expect(refused).toMatch(
+        /: the judge differs \(judge:llm:gpt-4-1106-preview@127\.0\.0\.1:9\/weighted_alpaca_eval_gpt4_turbo for the run, judge:llm:gpt-4-1106-preview@127\.0\.0\.1:9 here\): serve it with the --judge it was created with\.$/,
+      );
+    } finally {
+      await engine.close();
     }
   });
 

@@ -8,6 +8,7 @@ import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { Store } from '../src/store/store.js';
 import { tempDir } from './helpers/sandbox.js';
 import { processTree } from '../sandbox/process-tree.js';
+import { hasWorkspaceImage, workspaceMounted } from '../sandbox/run-storage.js';
 import { type InProcessRun, startInProcess } from './helpers/in-process.js';
 import { call, rawServer, startServer, tweakScript, waitJob, waitScore } from './helpers/mcp.js';
 
@@ -459,7 +460,7 @@ describe('budget enforcement', () => {
   });
 
   it('ends the run when the wall clock runs out', async () => {
-    const { client, close } = await startInProcess({ home, budget: 'wall=4s' });
+    const { client, run, close } = await startInProcess({ home, budget: 'wall=4s' });
     try {
       const started = await call(client, 'run_training', { command: 'sleep 300' });
       const job = await waitJob(client, started.structured.job_id, 60);
@@ -470,6 +471,19 @@ describe('budget enforcement', () => {
       expect(refused.text).toMatch(/\[RUN_ENDED\]/);
       const listing = await call(client, 'list_files', {});
       expect(listing.isError).toBe(false);
+      // Its files are final: a write is refused, before and after its image goes.
+      const late = await call(client, 'write_file', { path: 'code/late.txt', content: 'x' });
+      expect(late.text).toMatch(/^\[RUN_ENDED\].*nothing more is written to it/);
+      if (hasWorkspaceImage(run.dir)) {
+        // Unmounted once its contamination check is done: reads are refused, not answered from the empty mount point.
+        for (const deadline = Date.now() + 120_000; workspaceMounted(run.dir); await new Promise((resolve) => setTimeout(resolve, 100))) {
+          if (Date.now() > deadline) throw new Error("the ended run's image was not unmounted within 120 s");
+        }
+        const read = await call(client, 'read_file', { path: 'instructions.md' });
+        expect(read.text).toMatch(/^\[RUN_ENDED\].*its files are no longer served/);
+        expect((await call(client, 'list_files', {})).text).toMatch(/^\[RUN_ENDED\]/);
+      }
+      expect(existsSync(join(run.dir, 'workspace', 'code', 'late.txt'))).toBe(false);
     } finally {
       await close();
     }

@@ -2,11 +2,12 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processStartTime } from '../sandbox/process-tree.js';
 import { maxSessionEventBytes, maxSessionEvents, SessionEventStore } from '../src/mcp/transports/http/event-store.js';
+import { maxSessionsPerRun } from '../src/mcp/transports/http/sessions.js';
 import { Store } from '../src/store/store.js';
 import { cliEntry } from '../src/util/paths.js';
 import { adminToken, type HttpServer, killServer, startHttpServer } from './helpers/http-server.js';
@@ -115,6 +116,34 @@ describe('MCP protocol over Streamable HTTP', () => {
     ]);
   });
 
+  it("an exec that ignores TERM, cancelled five times in a row, never leaves more than 2 of the run's jobs live", async () => {
+    const run = await newRun();
+    const client = await connect(run.token);
+    const execs = () => withStore((store) => store.listJobs(run.run_id, ['exec']));
+    for (let i = 0; i < 5; i++) {
+      const controller = new AbortController();
+      const answer = client.callTool({ name: 'exec', arguments: { command: "trap '' TERM; echo ready; sleep 30" } }, undefined, {
+        signal: controller.signal,
+      });
+      // Cancelled once the command ignores TERM (sleep inherits it): a stop that waits out a grace finds it still alive.
+      await until('the command ignoring TERM', () => {
+        const job = execs()[i];
+        return job && existsSync(job.log_path) && readFileSync(job.log_path, 'utf8').includes('ready') ? true : undefined;
+      });
+      controller.abort('again');
+      await answer.catch(() => undefined);
+    }
+    const next = await call(client, 'exec', { command: 'echo done' });
+    expect(next.isError, next.text).toBe(false);
+    const jobs = execs();
+    expect(jobs.map((job) => job.state)).toEqual([...Array<string>(5).fill('cancelled'), 'succeeded']);
+    // Live together when each started: the jobs from their insert to their end on record.
+    const live = jobs.map(
+      (job) => jobs.filter((other) => other.created_at <= job.created_at && (other.ended_at ?? Infinity) > job.created_at).length,
+    );
+    expect(Math.max(...live)).toBeLessThanOrEqual(2);
+  });
+
   it('a stream dropped mid-call resumes with Last-Event-ID and gets the answer sent meanwhile', async () => {
     const run = await newRun();
     const resumedFrom: string[] = [];
@@ -152,6 +181,39 @@ describe('MCP protocol over Streamable HTTP', () => {
     expect(resumedFrom).toHaveLength(1);
     expect(answer.isError, answer.text).toBe(false);
     expect(answer.structured.output).toBe('answered while away\n');
+  });
+
+  it('a run holds at most maxSessionsPerRun sessions: CONFLICT beyond, until one closes; other runs unaffected', async () => {
+    const [run, other] = [await newRun(), await newRun()];
+    const open = (token: string) =>
+      fetch(`${server.url}/mcp`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+        body: JSON.stringify(initialize),
+      });
+    const ids: string[] = [];
+    for (let i = 0; i < maxSessionsPerRun; i++) {
+      const response = await open(run.token);
+      expect(response.status).toBe(200);
+      ids.push(response.headers.get('mcp-session-id')!);
+      await response.body?.cancel();
+    }
+    const refused = await open(run.token);
+    expect(refused.status).toBe(409);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(
+      /^\[CONFLICT\] This run has 16 MCP sessions open.*DELETE \/mcp/,
+    );
+    const elsewhere = await open(other.token);
+    expect(elsewhere.status).toBe(200);
+    await elsewhere.body?.cancel();
+    const closed = await fetch(`${server.url}/mcp`, {
+      method: 'DELETE',
+      headers: { Authorization: `Bearer ${run.token}`, 'Mcp-Session-Id': ids[0]! },
+    });
+    expect(closed.status).toBe(200);
+    const again = await open(run.token);
+    expect(again.status).toBe(200);
+    await again.body?.cancel();
   });
 
   it('answers HTTP-level refusals on /mcp as JSON-RPC errors with their HTTP status', async () => {

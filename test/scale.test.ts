@@ -8,6 +8,7 @@ import { cloneRuns, recordTemplateRuns } from '../bench/scale-store.js';
 import { latencies } from '../bench/measure.js';
 import { keptToolCalls, loadRunFacts } from '../src/reports/analysis.js';
 import { exportRun } from '../src/reports/export.js';
+import { runFigures } from '../src/reports/run-summaries.js';
 import { bootstrapCi, bootstrapRunsAtMost, meanInterval, runResults } from '../src/reports/leaderboard.js';
 import { Store } from '../src/store/store.js';
 import { ViewData } from '../src/view/data.js';
@@ -248,6 +249,123 @@ describe('a store of 10³ runs (issue 49)', () => {
       server.close();
       view.close();
       await live.close();
+    }
+  });
+});
+
+describe('kept summaries while other connections write (issue 49, review B)', () => {
+  /** A small store of the template runs, and a second connection to it, as the view worker and a CLI have. */
+  const small = () => {
+    const dir = tempDir('a2rl-summaries-');
+    const server = new Store(join(dir, 'store.sqlite'));
+    const ids = recordTemplateRuns(server, dir);
+    return { dir, server, reader: new Store(server.path), ids };
+  };
+  const kept = (store: Store, id: string) => store.runSummaries([id]).get(id);
+
+  it('keeps no summary of an ended run while a job of it runs, and forgets a kept one when a job of its run ends', () => {
+    const { dir, server, reader, ids } = small();
+    try {
+      const id = ids[0]!;
+      expect(kept(reader, id)).toBeDefined();
+      const job = server.insertJob(
+        {
+          run_id: id,
+          kind: 'rollouts',
+          command: 'python3 code/rollouts.py',
+          resources: '{}',
+          charged: 1,
+          episodes_requested: 8,
+          owner: '0-0',
+          created_at: 0,
+        },
+        dir,
+      );
+      server.updateJobUsage(job.id, 5, 0);
+      expect(kept(reader, id)).toBeUndefined();
+      // Its batch's page still lists it: batches are the runs', not their summaries'.
+      expect(reader.pageOfRuns({ batch: 'batch-0' }, 100).map((run) => run.id)).toContain(id);
+      // Read while the job runs: computed, counted on the leaderboard, never kept.
+      const during = runFigures(reader, [reader.getRun(id)!]).get(id)!;
+      expect(during.episodes).toBe(8);
+      expect(kept(reader, id)).toBeUndefined();
+      expect(runResults(reader).map((r) => r.run_id)).toContain(id);
+      expect(kept(reader, id)).toBeUndefined();
+      server.finishJob(job.id, {
+        state: 'succeeded',
+        reason: null,
+        exit_code: 0,
+        signal: null,
+        cpu_s: 40,
+        gpu_s: 0,
+        episodes_done: 6,
+        result: JSON.stringify({ trajectories: { bytes: 12_345 } }),
+        ended_at: 1,
+      });
+      const after = runFigures(reader, [reader.getRun(id)!]).get(id)!;
+      expect([after.episodes, after.compute_s, after.stored_bytes - during.stored_bytes]).toEqual([6, during.compute_s + 35, 12_345]);
+      expect(JSON.parse(kept(reader, id)!.summary)).toEqual(after);
+    } finally {
+      reader.close();
+      server.close();
+    }
+  });
+
+  it('keeps no summary computed before a write another connection made meanwhile', () => {
+    const { server, reader, ids } = small();
+    try {
+      const id = ids[1]!;
+      // Marked: its kept summary is forgotten.
+      server.markInfrastructureFailure(id, 'first');
+      const inputs = reader.summaryInputs(reader.getRun(id)!);
+      const stale = { run_id: id, task_id: 'micro-gsm8k', benchmark: 1, has_baseline: 1, summary: '{"stale":true}', written_at: 0 };
+      // The server's thread records a check after the reader read what the summary says, before it keeps it.
+      server.insertIntegrityCheck({
+        run_id: id,
+        kind: 'review',
+        verdict: 'flagged',
+        checker: 'judge/test',
+        details: '{}',
+        duration_ms: 1,
+        created_at: 0,
+      });
+      expect(reader.putRunSummaries([{ row: stale, inputs }])).toBe(0);
+      expect(kept(reader, id)).toBeUndefined();
+      // Without a baseline, a grade of its task (its baseline, maybe) refuses it too; read after both, it is kept.
+      const again = reader.summaryInputs(reader.getRun(id)!);
+      stale.has_baseline = 0;
+      server.insertGrade({
+        task_id: 'micro-gsm8k',
+        grader_version: 'test',
+        content_hash: 'late',
+        public_score: 1,
+        private_score: 1,
+        details: '{}',
+        duration_ms: 1,
+        created_at: 0,
+      });
+      expect(reader.putRunSummaries([{ row: stale, inputs: again }])).toBe(0);
+      expect(reader.putRunSummaries([{ row: stale, inputs: reader.summaryInputs(reader.getRun(id)!) }])).toBe(1);
+    } finally {
+      reader.close();
+      server.close();
+    }
+  });
+
+  it('the leaderboard page ranks again when a summary is deleted and written again, the same count and newest row', () => {
+    const { server, reader, ids } = small();
+    try {
+      const view = new ViewData(reader, new DiskAccounts(2 ** 30));
+      const newest = ids.at(-1)!;
+      expect(view.leaderboard().flatMap((row) => row.run_ids)).toContain(newest);
+      // Another connection marks the newest run and writes its summary again: the row count and the newest rowid stay.
+      server.markInfrastructureFailure(newest, 'the sandbox failed');
+      runResults(server);
+      expect(kept(server, newest)).toBeDefined();
+      expect(view.leaderboard().flatMap((row) => row.run_ids)).not.toContain(newest);
+    } finally {
+      reader.close();
+      server.close();
     }
   });
 });

@@ -58,12 +58,15 @@ const fakeSmi = (driver: number) => ({
   'nvidia-smi': `[ "\${1:-}" = -L ] && { echo "GPU 0: fixture"; exit 0; }\ncat <<'EOF'\n${smi(driver)}EOF`,
 });
 
+/** npm test's pure cgroup v2 host: the VM's tools (test/cgroup-v2.test.ts). */
+const testVm = ['qemu-system-x86', 'linux-image-amd64', 'busybox-static', 'cpio'];
+
 describe('scripts/setup.sh --plan', () => {
   it('keeps a host’s docker-ce: npm test’s plan installs its other extras but never docker.io', () => {
     const result = plan(host('docker-ce', [...base, 'docker-ce', 'docker-ce-cli']), ['test'], { A2RL_FULL_GPU: '0' });
     expect(result.status, result.stderr).toBe(0);
     expect(result.stdout).toMatch(/^ {2}Docker engine: docker-ce, kept \(docker\.io is not installed over it\)$/m);
-    expect(installLine(result.stdout)).toEqual(['chromium', 'debootstrap', 'slurmctld', 'slurmd', 'slurm-client', 'munge']);
+    expect(installLine(result.stdout)).toEqual(['chromium', 'debootstrap', 'slurmctld', 'slurmd', 'slurm-client', 'munge', ...testVm]);
   });
 
   it('counts podman-docker, and a docker on PATH from no package, as an engine too', () => {
@@ -87,6 +90,7 @@ describe('scripts/setup.sh --plan', () => {
       'slurm-client',
       'munge',
       'docker.io',
+      ...testVm,
     ]);
   });
 

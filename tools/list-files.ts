@@ -29,6 +29,7 @@ export const listFilesTool = defineTool({
   }),
   annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
   handler: async (run, args) => {
+    run.assertWorkspaceOpen('read');
     const { entries, truncated, unspellable } = run.workspace.list(args.path, args.depth, maxEntries);
     const text = entries
       .map(

@@ -24,6 +24,7 @@ export const readFileTool = defineTool({
   }),
   annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
   handler: async (run, args) => {
+    run.assertWorkspaceOpen('read');
     const file = run.workspace.readText(args.path, args.offset, args.max_bytes);
     return {
       structured: file,

@@ -20,6 +20,7 @@ export const writeFileTool = defineTool({
   outputSchema: z.object({ path: z.string(), bytes_written: z.number(), size: z.number() }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   handler: async (run, args) => {
+    run.assertWorkspaceOpen('write');
     await run.assertDiskRoom(Buffer.byteLength(args.content, 'utf8'));
     let written: ReturnType<typeof run.workspace.writeText>;
     try {

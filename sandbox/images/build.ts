@@ -1,9 +1,10 @@
 import type Docker from 'dockerode';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { A2rlError } from '../../src/util/errors.js';
+import { sha256 } from '../../src/util/hashing.js';
 import { packageRoot } from '../../src/util/paths.js';
 
 /** Image definitions in sandbox/images/<name>/Dockerfile, and the tag each is built as. */
@@ -28,10 +29,14 @@ export interface BuildOptions {
  * vLLM on GPU hosts) is mounted read-only into this one, as into a bubblewrap sandbox.
  */
 export async function buildImage(docker: Docker, name: ImageName, options: BuildOptions): Promise<void> {
-  if (!options.force && (await hasImage(docker, imageTag(name)))) {
+  const definition = definitionHash(name);
+  const built = options.force ? undefined : await builtDefinition(docker, imageTag(name));
+  if (built === definition) {
     options.log(`${imageTag(name)} is already built (use --force to rebuild)`);
     return;
   }
+  // An image built from an older Dockerfile (an upgraded checkout) is rebuilt, never used as if it were current.
+  if (built !== undefined) options.log(`${imageTag(name)} was built from another sandbox/images/${name}/Dockerfile: rebuilding`);
   const buildArgs: Record<string, string> = {};
   if (name === 'micro') {
     if (options.force || !(await hasImage(docker, minbaseTag))) await importMinbase(docker, options.log);
@@ -44,6 +49,7 @@ export async function buildImage(docker: Docker, name: ImageName, options: Build
     {
       t: imageTag(name),
       buildargs: buildArgs,
+      labels: { [definitionLabel]: definition },
       networkmode: 'host',
       rm: true,
       forcerm: true,
@@ -64,6 +70,21 @@ export async function buildImage(docker: Docker, name: ImageName, options: Build
     ),
   );
   options.log(`built ${imageTag(name)}`);
+}
+
+/** The label an image carries with the hash of the Dockerfile it was built from. */
+const definitionLabel = 'a2rl.definition-sha256';
+
+const definitionHash = (name: ImageName) => sha256(readFileSync(join(packageRoot, 'sandbox', 'images', name, 'Dockerfile')));
+
+/** The Dockerfile hash the image was built from: undefined when there is no such image, '' when it has no label. */
+async function builtDefinition(docker: Docker, tag: string): Promise<string | undefined> {
+  try {
+    const image = await docker.getImage(tag).inspect();
+    return image.Config?.Labels?.[definitionLabel] ?? '';
+  } catch {
+    return undefined;
+  }
 }
 
 async function hasImage(docker: Docker, tag: string): Promise<boolean> {

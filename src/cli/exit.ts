@@ -1,4 +1,4 @@
-import { CommanderError } from 'commander';
+import { CommanderError, InvalidArgumentError } from 'commander';
 import { ReplayFailure } from '../launch/replay.js';
 import { A2rlError, exitStatuses, exitStatusOf, fromSystemError, isA2rlError } from '../util/errors.js';
 
@@ -13,6 +13,8 @@ export interface CliFailure {
  * its class (`exitStatuses`); only an unexpected error, a bug, says so, and its stack is printed with --debug alone.
  */
 export function describeFailure(error: unknown): CliFailure {
+  // Thrown from an action (not an option's parser), commander has not printed it: its message is the line.
+  if (error instanceof InvalidArgumentError) return { line: error.message, status: exitStatuses.usage };
   if (error instanceof CommanderError) {
     // Commander printed its own line (an unknown option, a bad value) or the help: its status 0 stays 0.
     return { line: '', status: error.exitCode === 0 ? 0 : exitStatuses.usage };
@@ -27,7 +29,7 @@ export function describeFailure(error: unknown): CliFailure {
   };
 }
 
-/** What SQLite says of a store the CLI cannot write (a read-only file or folder, a full disk) or cannot read. */
+/** What SQLite says of a store the CLI cannot write (a read-only file or folder, a full disk), is locked, or is damaged. */
 function fromSqliteError(error: unknown): A2rlError | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== 'string' || !code.startsWith('SQLITE_')) return undefined;
@@ -41,10 +43,13 @@ function fromSqliteError(error: unknown): A2rlError | undefined {
     return new A2rlError('BUDGET_EXHAUSTED', `The store's disk is full: free space (a2rl gc), then try again.`);
   if (code.startsWith('SQLITE_BUSY'))
     return new A2rlError('CONFLICT', `The store is locked by another a2rl process (SQLite: ${message}): try again when it is done.`);
-  return new A2rlError(
-    'STORE_UNUSABLE',
-    `The store cannot be read (SQLite: ${message}): restore store.sqlite from a backup, or point --home at another home.`,
-  );
+  if (code.startsWith('SQLITE_CORRUPT') || code.startsWith('SQLITE_NOTADB'))
+    return new A2rlError(
+      'STORE_UNUSABLE',
+      `The store cannot be read (SQLite: ${message}): restore store.sqlite from a backup, or point --home at another home.`,
+    );
+  // Any other (a constraint, a misuse): a2rl's bug, reported as one, never as a store to restore.
+  return undefined;
 }
 
 /** Prints a failure's line (and, with --debug, the stack) and sets the exit status. */

@@ -126,6 +126,13 @@ async function sweepDocker(cutoff: number): Promise<Sweep> {
   return { found, kept };
 }
 
+/** Why an item was not freed: `in use: …` for an image a container uses (the engine's 409), else the error's own words. */
+function whyNotFreed(error: unknown): string {
+  const { statusCode, json, message } = error as { statusCode?: number; json?: { message?: string }; message?: string };
+  const said = (json?.message ?? message ?? String(error)).split('\n')[0];
+  return statusCode === 409 ? `in use: ${said}` : `not freed: ${said}`;
+}
+
 /** An age: 0, or a number of minutes, hours or days (30m, 12h, 7d). */
 export function ageOption(value: string): number {
   const match = /^(\d+(?:\.\d+)?)([mhd])$/.exec(value);
@@ -158,11 +165,18 @@ export function addGcCommand(program: Command, { home }: CliContext): void {
       }
       if (options.docker) sweeps.push(await sweepDocker(cutoff));
       let total = 0;
+      let failed = 0;
       for (const sweep of sweeps) {
         if (sweep.skipped) process.stdout.write(`skipped\tdocker\t${sweep.skipped}\n`);
         for (const { name, why } of sweep.kept) process.stdout.write(`kept\t${name}\t${why}\n`);
         for (const item of sweep.found) {
-          if (!options.dryRun) await item.free();
+          // One item that cannot go (an image a container still uses) stops nothing else.
+          const why = options.dryRun ? undefined : await item.free().then(() => undefined, whyNotFreed);
+          if (why) {
+            process.stdout.write(`kept\t${item.name}\t${why}\n`);
+            if (!why.startsWith('in use')) failed++;
+            continue;
+          }
           process.stdout.write(`${item.kind}\t${item.name}\t${options.dryRun ? 'would free' : 'freed'} ${mib(item.bytes)}\n`);
           total += item.bytes;
         }
@@ -170,5 +184,10 @@ export function addGcCommand(program: Command, { home }: CliContext): void {
       process.stdout.write(
         `${options.dryRun ? 'would free' : 'freed'} ${mib(total)}${options.dryRun ? ' (dry run: nothing removed)' : ''}\n`,
       );
+      if (failed > 0)
+        throw new A2rlError(
+          'UNAVAILABLE',
+          `${failed} of what gc found could not be freed (its kept lines above say why): mend that, then run a2rl gc again.`,
+        );
     });
 }

@@ -3,7 +3,8 @@ import { buildImage, type ImageName, imageNames } from '../../sandbox/images/bui
 import { sharedIdentityReason } from '../../sandbox/job-identity.js';
 import { createBackend, sandboxNames } from '../../sandbox/registry.js';
 import { imageOvercommitWarning, kernelStorageUnavailable } from '../../sandbox/run-storage.js';
-import { cgroupEnforcement, cgroupsUnavailableReason, slowCgroupMovesReason } from '../../sandbox/cgroup.js';
+import { cgroupEnforcement, slowCgroupMovesReason } from '../../sandbox/cgroup.js';
+import { readHostGpuDevices } from '../../sandbox/gpu-devices.js';
 import type { SandboxBackend } from '../../sandbox/contract.js';
 import { A2rlError } from '../util/errors.js';
 import { answeringDockerEngine } from './docker-engine.js';
@@ -50,7 +51,7 @@ export function addHostCommands(program: Command): void {
           `; up to ${backend.scheduler.maxGpusPerJob()} GPU(s) per job, compute measured by ${backend.scheduler.accounting}`;
         process.stdout.write(`${name}\t${reason ? `unavailable: ${reason}` : `works${cluster ?? ''}`}\n`);
       }
-      const limits = limitsLines(`doctor-${process.pid}`);
+      const limits = limitsLines();
       if (limits.failed) missing.set('limits', limits.failed);
       for (const line of limits.lines) process.stdout.write(`limits\t${line}\n`);
       process.stdout.write(`disk\t${homeSpace(defaultHome())}\n`);
@@ -75,6 +76,8 @@ export function addHostCommands(program: Command): void {
         process.stdout.write(
           `agents\t${agent} asks for Node ${range}: ${met === false ? `this Node ${process.versions.node} does not meet it (upgrade Node)` : met ? 'met' : 'not checked'}\n`,
         );
+      // The sandboxed GPU probes bind GPU 0's device node, read (once, in the background) from nvidia-smi.
+      await readHostGpuDevices();
       const gpuLines = await gpuReport(local);
       for (const line of gpuLines) process.stdout.write(`${line}\n`);
       // The GPU works when every GPU line does: the GPUs, the runtime, a sandboxed job on each local backend.
@@ -127,17 +130,17 @@ function prlimitMissing(): string | undefined {
 }
 
 /**
- * The doctor's `limits` lines: the cgroup version and exactly what a job's cgroup enforces and measures (a job
- * cgroup is made and removed to see), or FAILED and why; then a warning where each job start waits for the kernel.
+ * The doctor's `limits` lines: the cgroup version and exactly what a job's cgroup enforces and measures (read off the
+ * cgroup a server would manage, changing none), or FAILED and why; then a warning where each job start waits for the kernel.
  */
-function limitsLines(group: string): { lines: string[]; failed?: string } {
-  const noCgroups = cgroupsUnavailableReason();
-  if (noCgroups) {
-    const failed = `${noCgroups}: jobs run without memory, CPU and process limits, and compute is charged as wall time × all cores`;
+function limitsLines(): { lines: string[]; failed?: string } {
+  const found = cgroupEnforcement();
+  if ('reason' in found) {
+    const failed = `${found.reason}: jobs run without memory, CPU and process limits, and compute is charged as wall time × all cores`;
     return { lines: [`FAILED: ${failed}`], failed };
   }
   const slow = slowCgroupMovesReason();
-  return { lines: [`per job, ${cgroupEnforcement(group)}`, ...(slow ? [`warning: ${slow}`] : [])] };
+  return { lines: [`per job, ${found.enforces}`, ...(slow ? [`warning: ${slow}`] : [])] };
 }
 
 /** What `--require` can name: each sandbox backend, and what the doctor's other lines check. */

@@ -50,8 +50,12 @@ export function addPrepareCommand(program: Command, context: CliContext): void {
         if (options.model) args.push('--model', options.model);
         if (options.from) args.push('--from', resolve(options.from));
         // The module prints each file it wrote (path, bytes, sha256) and its refusals itself; downloads between them
-        // can take minutes, so a waiting line says the work is alive.
-        const child = spawn(fullTierPython, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PYTHONPATH: tasksRoot } });
+        // can take minutes, so a waiting line says the work is alive. Unbuffered: each line as it is printed, not all
+        // at exit (a pipe is no terminal). No progress bars: their \r redraws would each be a line of their own here.
+        const child = spawn(fullTierPython, args, {
+          stdio: ['ignore', 'pipe', 'pipe'],
+          env: { ...process.env, PYTHONPATH: tasksRoot, PYTHONUNBUFFERED: '1', HF_HUB_DISABLE_PROGRESS_BARS: '1', TQDM_DISABLE: '1' },
+        });
         const waiting = startWaiting(`a2rl prepare ${task}`);
         createInterface({ input: child.stdout }).on('line', (line) => waiting.print(line, process.stdout));
         createInterface({ input: child.stderr }).on('line', (line) => waiting.print(line));

@@ -9,7 +9,7 @@ import { type FlaggedPolicy, flaggedPolicies } from '../reports/leaderboard.js';
 import { Store } from '../store/store.js';
 import { getTaskFile } from '../tasks/task.js';
 import { loadPriceTable, type PriceTable } from '../transcripts/prices.js';
-import { A2rlError } from '../util/errors.js';
+import { A2rlError, exitStatuses } from '../util/errors.js';
 import { createLogger } from '../util/logger.js';
 import { type Cell, cellProgress, formatPlan, planCells } from '../suite/plan.js';
 import { buildSuiteReport, suiteCsv, suiteHtml, suiteLatex, suiteMarkdown } from '../suite/report.js';
@@ -116,6 +116,13 @@ export function addSuiteCommands(program: Command, { home }: CliContext): void {
         return;
       }
       checkReady(cells, home());
+      // Before the engine opens the home: a refused file changes nothing. Only Slurm's jobs run on other hosts than this one.
+      if (flags.sandbox !== 'slurm' && parallel > cpus().length) {
+        throw new A2rlError(
+          'INVALID_INPUT',
+          `backend.parallel: ${parallel} runs at once is more than this host's ${cpus().length} CPUs; write at most ${cpus().length}.`,
+        );
+      }
       const engine = await Engine.open({
         home: home(),
         judge: judgeConfig(flags),
@@ -125,12 +132,6 @@ export function addSuiteCommands(program: Command, { home }: CliContext): void {
         backendSettings: backendSettings(flags),
       });
       try {
-        if (!engine.backend.scheduler && parallel > cpus().length) {
-          throw new A2rlError(
-            'INVALID_INPUT',
-            `backend.parallel: ${parallel} runs at once is more than this host's ${cpus().length} CPUs; write at most ${cpus().length}.`,
-          );
-        }
         process.stderr.write(`${formatPlan(loaded, cellProgress(engine.store, cells, loaded.repeats), parallel)}\n`);
         const outcome = await runSuite(engine, loaded, {
           cells,
@@ -141,12 +142,12 @@ export function addSuiteCommands(program: Command, { home }: CliContext): void {
         });
         if (outcome.interrupted) {
           process.stderr.write(`a2rl suite: stopped; run a2rl suite run ${file} again to make the runs left\n`);
-          process.exitCode = 130;
+          process.exitCode = exitStatuses.interrupted;
         } else if (outcome.failed > 0) {
           process.stderr.write(
             `a2rl suite: ${outcome.failed} runs failed twice for their infrastructure (not counted); run the suite again to retry them\n`,
           );
-          process.exitCode = 1;
+          process.exitCode = exitStatuses.checkFailed;
         }
       } finally {
         await engine.close();

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxBackend } from '../../sandbox/contract.js';
+import { readHostGpuDevices } from '../../sandbox/gpu-devices.js';
 import { jobIdentity } from '../../sandbox/job-identity.js';
 import { isAncestor } from '../../sandbox/process-tree.js';
 import {
@@ -10,6 +11,7 @@ import {
   hasWorkspaceImage,
   imageOvercommitRefusal,
   imageOvercommitWarning,
+  kernelStorageUnavailable,
   mountWorkspace,
   type StorageEnforcement,
   unmountStaleWorkspaces,
@@ -164,6 +166,8 @@ export class Engine {
     }
     const unavailable = await backend.unavailableReason();
     if (unavailable) throw new A2rlError('SANDBOX_UNAVAILABLE', `The ${backend.name} sandbox cannot run here: ${unavailable}.`);
+    // Read once, off the server's thread, before any GPU job starts: each one's device nodes come from it.
+    if ((options.gpus?.length ?? 0) > 0) await readHostGpuDevices();
     const shortcoming = backend.hostCheck();
     if (shortcoming) logger.warn(shortcoming);
     // Before anything starts: a search setting that cannot work (no key, no corpus) is refused here.
@@ -256,7 +260,33 @@ export class Engine {
   /** Creates a run and serves it from this process. */
   async createRun(options: CreateRunOptions): Promise<Run> {
     this.requireSearchFor(options.taskId, parseBudget(options.budget, (await this.taskFor(options)).defaultLimits));
-    return this.serveRun(await this.prepareRun(options));
+    // Refused before anything is written. Not binding: two creations at once can both pass here; the check made in one
+    // step with the image (mountStorage) is, and a run refused there ends below.
+    const refusal = this.imageRoomRefusal();
+    if (refusal) throw new A2rlError('SANDBOX_UNAVAILABLE', `The run was not created: ${refusal}.`);
+    const row = await this.prepareRun(options);
+    try {
+      return await this.serveRun(row);
+    } catch (error) {
+      // Not left active (counted among the live runs, adoptable, refused again at every serving): it ends with why.
+      const reason = `it could not be served: ${(error as Error).message}`;
+      if (this.store.endRun(row.id, reason, Date.now())) eventRecorder(this.store, row.id, row.created_at)('run', 'ended', { reason });
+      throw error;
+    }
+  }
+
+  /**
+   * Why a new run's workspace image is refused (`imageOvercommitRefusal`: the home has no room for its quota beside what
+   * the live runs' images may still grow), or undefined: also where it gets no image, or the operator allows overcommit.
+   */
+  private imageRoomRefusal(newRunId?: string): string | undefined {
+    if (this.overcommitDisk || this.storage === 'walk' || this.backend.scheduler || kernelStorageUnavailable()) return undefined;
+    const liveRuns = this.store.listActiveRuns().filter((run) => run.id !== newRunId);
+    return imageOvercommitRefusal(
+      this.home,
+      liveRuns.map((run) => run.dir),
+      this.services.limits.diskQuotaBytes,
+    );
   }
 
   /** Refuses to serve a run whose budget allows search queries, or whose grader searches, when this server has no search provider. */
@@ -414,15 +444,10 @@ export class Engine {
         this.mountedWorkspaces.add(row.dir);
       } else if (!this.store.listEvents(row.id, 'run').some((event) => event.name === 'storage')) {
         const walk = this.walkReason(workspace);
-        if (!walk && !this.overcommitDisk) {
-          const liveRuns = this.store.listActiveRuns().filter((run) => run.id !== row.id);
-          const refusal = imageOvercommitRefusal(
-            this.home,
-            liveRuns.map((run) => run.dir),
-            this.services.limits.diskQuotaBytes,
-          );
-          if (refusal) throw new Error(refusal);
-        }
+        // Checked in one step with the image's making (no await between, and its sparse file is made before the first):
+        // a creation beside it then counts this run's image among the live runs'.
+        const refusal = walk ? undefined : this.imageRoomRefusal(row.id);
+        if (refusal) throw new Error(refusal);
         const storage: StorageEnforcement = walk
           ? { enforcement: 'walk', reason: walk }
           : await createWorkspaceImage(row.dir, this.services.limits.diskQuotaBytes);
@@ -506,7 +531,7 @@ export class Engine {
     if (row.grader_version !== version) {
       throw new A2rlError(
         'CONFLICT',
-        `Run ${row.id} is graded by ${row.grader_version}, this server by ${version}; serve it with the judge it was created with.`,
+        `Run ${row.id} is graded by ${row.grader_version}, this server by ${version}: ${graderVersionDifference(row.grader_version, version)}.`,
       );
     }
   }
@@ -634,7 +659,11 @@ export class Engine {
       this.integrityStarted.add(run.id);
       // The check was the ended run's last reader of its workspace: its loop device goes back now, not when this server
       // closes (a reader mounts the image read-only again: run-storage.ts, withWorkspaceReadable).
-      this.integrity.start(run.id, () => void this.unmountStorage(run.dir));
+      this.integrity.start(run.id, () => {
+        // The file tools refuse before the image goes: a read would see the empty mount point, a write land on the home's disk.
+        if (this.mountedWorkspaces.has(run.dir)) run.closeWorkspace();
+        void this.unmountStorage(run.dir);
+      });
     }
   }
 
@@ -656,7 +685,11 @@ export class Engine {
     const checking = this.integrity.runningRun && this.store.getRun(this.integrity.runningRun)?.dir;
     await Promise.all([...this.mountedWorkspaces].filter((dir) => dir !== checking).map((dir) => this.unmountStorage(dir)));
     this.recordUnsettled(await this.grader.drain(this.gradingGraceMs));
+    // Past the grace: a grading queued never starts as the stop below frees its slot, and one the stop cuts off ends
+    // unrecorded; both are a later server's. What the cut-off ones still do settles before the store closes.
+    this.grader.stop();
     await this.jobs.stopAll('the server stopped');
+    await this.grader.drain(stoppedGradingSettleMs);
     // A run's sandbox (Docker: its container) goes with the server; an adopting server makes a new one.
     await Promise.all([...this.runs.values()].map((run) => run.sandbox.destroy()));
     await Promise.all([...this.runs.values()].map((run) => run.search?.close()));
@@ -685,6 +718,41 @@ export class Engine {
     }
   }
 }
+
+/** The parts of a grader version (`Grader.version`): the task's grader, then each named by its prefix. */
+const graderVersionParts: Record<string, { what: string; fix: string }> = {
+  grader: { what: "the task's grader", fix: 'the a2rl version it was created with' },
+  runner: { what: "the server's program runner", fix: 'the a2rl version it was created with' },
+  search: { what: 'the search provider', fix: 'the --search it was created with' },
+  env: { what: 'the environment packages (stand-in or upstream)', fix: 'the environment packages it was created with (a2rl prepare)' },
+  judge: { what: 'the judge', fix: 'the --judge it was created with' },
+};
+
+/** What differs between a run's grader version and this server's, each part named with how to serve the run. */
+function graderVersionDifference(run: string, here: string): string {
+  // A part runs up to the next named one: a judge's name may hold a '/' (its annotator).
+  const parts = (version: string) => {
+    const found = new Map<string, string>();
+    let last = 'grader';
+    for (const [index, part] of version.split('/').entries()) {
+      const key = index === 0 ? 'grader' : /^([a-z]+):/.exec(part)?.[1];
+      if (key && key in graderVersionParts) found.set((last = key), part);
+      else found.set(last, `${found.get(last)}/${part}`);
+    }
+    return found;
+  };
+  const [ours, theirs] = [parts(here), parts(run)];
+  const differing = [...new Set([...theirs.keys(), ...ours.keys()])].filter((key) => theirs.get(key) !== ours.get(key));
+  return differing
+    .map((key) => {
+      const known = graderVersionParts[key]!;
+      return `${known.what} differs (${theirs.get(key) ?? 'none'} for the run, ${ours.get(key) ?? 'none'} here): serve it with ${known.fix}`;
+    })
+    .join('; ');
+}
+
+/** How long a stopping server waits for the gradings its stop cut off to settle (they record nothing: `Grader.stop`). */
+const stoppedGradingSettleMs = 2000;
 
 /** What the workspace shows: the run's own folders, and the task's data, model and libraries read-only. */
 function workspaceOf(task: Task, runId: string, dir: string, limits: BudgetLimits): Workspace {

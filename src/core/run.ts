@@ -77,6 +77,8 @@ export class Run {
   /** When the budget check measures next: a slow walk is repeated less often. */
   private nextDiskCheckAt = 0;
   private readonly calls: TokenBucket;
+  /** Set once the ended run's workspace image is unmounted (its contamination check done): its files are not there to see. */
+  private workspaceClosed = false;
 
   constructor(
     private readonly services: RunServices,
@@ -119,6 +121,26 @@ export class Run {
 
   get id(): string {
     return this.row.id;
+  }
+
+  /** Called as the ended run's workspace image is unmounted: the file tools refuse from then on ({@link assertWorkspaceOpen}). */
+  closeWorkspace(): void {
+    this.workspaceClosed = true;
+  }
+
+  /**
+   * Refuses a file tool where it would not act on the run's files: a write once the run ended (its files are final, and
+   * its image may be unmounted, leaving the bare mount point on the home's disk), a read once the image is unmounted
+   * (it would see an empty folder).
+   */
+  assertWorkspaceOpen(access: 'read' | 'write'): void {
+    if (access === 'read' && !this.workspaceClosed) return;
+    const run = this.services.store.getRun(this.id)!;
+    if (run.state !== 'ended') return;
+    throw new A2rlError(
+      'RUN_ENDED',
+      `This run has ended (${run.end_reason}): its workspace is closed, ${access === 'write' ? 'and nothing more is written to it' : 'its files are no longer served'}. Read your results with get_score.`,
+    );
   }
 
   get dir(): string {
@@ -243,8 +265,10 @@ export class Run {
         this.assertCanStart(kind, job.episodesRequested, job.limits.memoryBytes);
         break;
       } catch (error) {
-        // Only the server's exec slots are waited for; every other refusal is answered at once.
-        if (kind !== 'exec' || !isA2rlError(error, 'BUSY') || Date.now() >= deadline) throw error;
+        // Only the server's exec slots and the run's slots held by jobs being stopped (a cancelled exec, killed at once)
+        // are waited for; every other refusal is answered at once.
+        const waited = isA2rlError(error, 'BUSY') || (isA2rlError(error, 'CONFLICT') && this.stoppingJobs());
+        if (kind !== 'exec' || !waited || Date.now() >= deadline) throw error;
       }
     }
     const started = await this.services.jobs.start({
@@ -257,10 +281,11 @@ export class Run {
       record: this.record,
       keepTrace: kind === 'training' ? (jobId) => keepJobTrace(this.dir, this.workspace.root, jobId) : undefined,
     });
-    // Stopped at once, not at its timeout: its side effects stop with it and its exec slot is free for the next call.
+    // Killed at once (no TERM grace), not at its timeout: its side effects stop with it and its exec slot is free for
+    // the next call as soon as its processes are gone.
     const cancel = () =>
       void this.services.jobs
-        .stop(started.id, 'cancelled', 'the client cancelled the call')
+        .stop(started.id, 'cancelled', 'the client cancelled the call', 0)
         .catch((error: unknown) =>
           this.logger.error({ err: error, run: this.id, job: started.id }, 'a cancelled job could not be stopped'),
         );
@@ -484,11 +509,11 @@ export class Run {
     }
     // exec stays allowed over the quota: it is how the agent deletes files.
     if (kind !== 'exec' && this.overDiskQuota()) throw this.quotaError(this.diskReading.used, 'no training or rollout job can start');
-    // A job being stopped holds no slot: its tree is being killed (a cancelled exec frees its slot for the very next call).
-    const running = this.services.store
-      .listJobs(this.id, agentJobKinds)
-      .filter((job) => job.state === 'running' && !this.services.jobs.isStopping(job.id));
-    const named = (jobs: JobRow[]) => jobs.map((job) => `job-${job.seq}`).join(', ');
+    // A job being stopped keeps its slot and its memory until its processes are gone: one that ignores TERM runs on
+    // through its grace, so freeing them at the stop would let cancel-and-start pile up live jobs.
+    const running = this.services.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
+    const named = (jobs: JobRow[]) =>
+      jobs.map((job) => `job-${job.seq}${this.services.jobs.isStopping(job.id) ? ' (being stopped)' : ''}`).join(', ');
     const alike = running.filter((job) => (job.kind === 'exec') === (kind === 'exec'));
     if (kind === 'exec' && alike.length >= maxConcurrentExecs) {
       throw new A2rlError(
@@ -526,6 +551,11 @@ export class Run {
         `This job was not started and nothing was charged: the server is running its limit of ${maxJobs} training and rollout jobs across all runs. Wait for a job to finish and try again (job_status shows yours; cancel_job frees one of them); exec still works meanwhile.`,
       );
     }
+  }
+
+  /** Whether one of the run's agent jobs is being stopped: the slot and memory it holds come free within its grace. */
+  private stoppingJobs(): boolean {
+    return this.listJobs().some((job) => job.state === 'running' && this.services.jobs.isStopping(job.id));
   }
 
   /** Enforces the budget: called every second by the engine; a check still stopping jobs is not overlapped. */

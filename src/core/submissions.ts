@@ -83,10 +83,17 @@ export function startGrading(
         });
       },
       (error: unknown) => {
+        // Cut off or never started by a server that stopped grading: left unfinished, for a later server to grade.
+        if (services.grader.stopped) return;
         const reason = isA2rlError(error) ? error.message : `grading failed: ${String(error)}`;
         store.setSubmissionState(submission.id, 'failed', reason, Date.now());
         run.record('submission', 'failed', { submission_id: submission.id, error: reason });
         services.logger.warn({ run: run.id, submission: submission.id, err: error }, 'grading failed');
       },
+    )
+    // A grading's end the store cannot take (full, or closed under a stopping server's late grading): to the log, never
+    // an unhandled rejection.
+    .catch((error: unknown) =>
+      services.logger.error({ run: run.id, submission: submission.id, err: error }, "a grading's end could not be recorded"),
     );
 }

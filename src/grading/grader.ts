@@ -83,6 +83,8 @@ export class Grader {
   private readonly requests = new Map<string, GradeRequest>();
   /** Why the last grading of a key failed, until it is graded again: a failed baseline is shown with its reason. */
   private readonly failures = new Map<string, string>();
+  /** Set by {@link stop}: the server stopped waiting for its gradings. */
+  private stopping = false;
 
   constructor(
     private readonly store: Store,
@@ -133,6 +135,20 @@ export class Grader {
     return [...this.requests.values()];
   }
 
+  /**
+   * Stops grading, for a server past its grading grace: a grading still queued never starts (its job would start as the
+   * server's stop frees slots, and record into a closing store), and one the stop cuts off ends unrecorded
+   * ({@link stopped}): both are left to a later server, as unsettled ones are.
+   */
+  stop(): void {
+    this.stopping = true;
+  }
+
+  /** Whether the server stopped grading ({@link stop}): a grading that ends now is not its verdict, and is not recorded. */
+  get stopped(): boolean {
+    return this.stopping;
+  }
+
   cached(task: Task, contentHash: string, version = this.version(task)): GradeRow | undefined {
     return this.store.getGrade(task.id, version, contentHash);
   }
@@ -175,6 +191,7 @@ export class Grader {
 
   private async run(request: GradeRequest): Promise<GradeRow> {
     const { task } = request;
+    if (this.stopping) throw new A2rlError('UNAVAILABLE', 'The server stopped before this grading started; a later server grades it.');
     const cached = this.cached(task, request.contentHash);
     if (cached) return cached;
     request.onStart?.();

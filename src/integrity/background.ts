@@ -86,16 +86,20 @@ export class IntegrityChecks {
   /**
    * Queues the run's check; its verdict lands in the store's integrity_checks. Never throws. `recorded` is called once
    * the check's process has ended and what it left (a verdict, or the incomplete row of one that did not finish) is
-   * recorded: its run's workspace has no reader left.
+   * recorded, or could not be, or the check never started: its run's workspace has no reader left.
    */
   start(runId: string, recorded?: () => void): void {
     const done = this.limit(async () => {
-      // Never started: no row, so the run reads unchecked (not clean) until `serve --http` or `runs check` checks it.
-      if (this.left) return;
-      const started = Date.now();
-      const unfinished = await this.inProcess(runId);
-      if (unfinished && !this.left) this.onUnfinished(runId, { ...unfinished, elapsedMs: Date.now() - started });
-      recorded?.();
+      try {
+        // Never started: no row, so the run reads unchecked (not clean) until `serve --http` or `runs check` checks it.
+        if (this.left) return;
+        const started = Date.now();
+        const unfinished = await this.inProcess(runId);
+        if (unfinished && !this.left) this.onUnfinished(runId, { ...unfinished, elapsedMs: Date.now() - started });
+      } finally {
+        // Its process has ended however its record went (a store that failed it included): nothing reads the workspace now.
+        recorded?.();
+      }
     });
     this.pending.add(done);
     void done.catch((error: unknown) => this.logFailure(runId, error)).finally(() => this.pending.delete(done));

@@ -263,12 +263,15 @@ export class JobManager {
     }
   }
 
-  /** Stops a running job and resolves with its final row; a finished job is returned as is. */
-  async stop(id: number, state: JobState, reason: string): Promise<JobRow> {
+  /**
+   * Stops a running job (TERM, then KILL after `graceMs`; 0: KILL at once) and resolves with its final row; a finished
+   * job is returned as is. It keeps its slot and its memory until its processes are gone (`Run.assertCanStart`).
+   */
+  async stop(id: number, state: JobState, reason: string, graceMs = stopGraceMs): Promise<JobRow> {
     const job = this.live.get(id);
     if (!job) return this.store.getJob(id)!;
     job.stop ??= { state, reason };
-    await job.process.stop(stopGraceMs);
+    await job.process.stop(graceMs);
     return job.done;
   }
 

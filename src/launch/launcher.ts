@@ -67,6 +67,15 @@ export interface LaunchedRun {
 }
 
 /**
+ * This process's start, read once as the launcher's module loads: what a stdio server's start (the same modules) takes
+ * on this host. Never read later: a process that launches for hours (`a2rl suite run`) or asked an agent its version
+ * first (up to minutes) started no slower.
+ */
+const ownStartMs = process.uptime() * 1000;
+/** The longest an agent waits for its MCP server to start, however slow the measured start. */
+const maxMcpStartTimeoutMs = 10 * 60_000;
+
+/**
  * `a2rl run`: N independent runs of one agent on one task, K at once. Each run gets a fresh
  * working folder, the task prompt, an MCP configuration naming only this server, and a
  * wall-clock limit enforced on the agent's whole process group.
@@ -95,8 +104,8 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
     );
   }
   const agentVersion = executable ? versionOf(executable, agent) : agent.name === 'replay' ? serverVersion : null;
-  // How long an a2rl process takes to start on this host now (this one's start; over HTTP, its server's): what the agent waits for its server.
-  let serverStartMs = process.uptime() * 1000;
+  // How long an a2rl process takes to start on this host (this one's, to loading the launcher; over HTTP, its server's): what the agent waits for its server.
+  let serverStartMs = ownStartMs;
   const batch = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
   const label = options.label ?? [agent.name, options.model].filter(Boolean).join('/');
   const http = options.transport === 'http' ? await startHttpServer(engine.home, options.serveArgs) : undefined;
@@ -112,7 +121,7 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
             batch,
             repeat: index + 1,
             agentVersion,
-            mcpStartTimeoutMs: mcpStartTimeout(serverStartMs),
+            mcpStartTimeoutMs: Math.min(mcpStartTimeout(serverStartMs), maxMcpStartTimeoutMs),
             http: http && { url: http.url, owner: http.owner },
             executable,
             agentPaths,
@@ -235,6 +244,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
   const env = { ...launch.environment, ...invocation.env, ...network.env, A2RL_RUN_ID: row.id };
   // The run's columns are what reports and the leaderboard group by; the event keeps the whole launch.
   engine.store.setRunAgent(row.id, { agent: agent.name, agent_version: launch.agentVersion ?? undefined, driver_model: launch.model });
+  engine.store.setRunBatch(row.id, launch.batch);
   record('agent', 'launched', {
     agent: agent.name,
     agent_version: launch.agentVersion,
@@ -472,8 +482,8 @@ export const httpServerStartSeconds = 180;
 
 /**
  * A `serve --http` child on a free loopback port, on the launcher's home, for agents that connect over HTTP; `startMs`
- * is how long it took to listen. The child is ended on every path: a failed or slow start, `stop()`, and the launcher's
- * own exit (whatever ends it short of SIGKILL).
+ * is how long it took to listen. The child is ended on every path: a failed or slow start, `stop()`, the launcher's
+ * own exit, and its death by a signal, when no exit handler runs (the server ends with its parent: `endWithParent`).
  */
 export async function startHttpServer(
   home: string,

@@ -1,6 +1,7 @@
+import { isMainThread } from 'node:worker_threads';
 import { baselineGradeOf, bestSubmission, gradedSubmissions } from '../core/submissions.js';
 import { runIntegrity, type RunVerdict } from '../integrity/verdict.js';
-import type { RunRow, RunSummaryRow, Store } from '../store/store.js';
+import type { RunRow, RunSummaryRow, Store, SummaryInputs } from '../store/store.js';
 import { getTaskFile } from '../tasks/task.js';
 import { runUsage, totalTokens } from '../transcripts/run-usage.js';
 import { startProgress } from '../util/progress.js';
@@ -10,8 +11,13 @@ import { startProgress } from '../util/progress.js';
  * from its submissions, grades, checks and transcript (8 queries, a transcript read, a verdict's JSON) and kept in the
  * store's `run_summaries`. The store deletes a run's row whenever something it says changes (the run ends, is graded,
  * checked, marked, or its task's baseline is graded), and whoever reads it next writes it again: at 10⁵ runs a page
- * reads 100 rows, the leaderboard reads rows, not runs. An active run's summary changes by the second: it is never kept.
+ * reads 100 rows, the leaderboard reads rows, not runs. Only a settled run's summary is kept (ended, no job running, no
+ * submission queued or grading: until then it changes by the second), and only if nothing it says changed while it was
+ * computed (Store.putRunSummaries): readers on other connections (the view worker, CLIs) never keep a stale one.
  */
+
+/** Summaries kept a transaction by {@link summariseEndedRuns}: the agents' thread waits behind one write lock per 500, not per run. */
+const keptPerCommit = 500;
 
 /** A run's result on the leaderboard (see docs/ARCHITECTURE.md, "Scores"). */
 export interface RunResult {
@@ -57,14 +63,6 @@ export function isBenchmarkRun(store: Store, run: RunRow): boolean {
   return store.hasEvent(run.id, 'tool') || store.hasEvent(run.id, 'agent', 'launched');
 }
 
-/** What the launcher recorded of a run's agent: its batch (null when `a2rl run` did not launch it). */
-export function launchBatch(store: Store, runId: string): string | null {
-  for (const event of store.eventPages(runId, 'agent', 16)) {
-    if (event.name === 'launched') return (JSON.parse(event.data) as { batch?: string }).batch ?? null;
-  }
-  return null;
-}
-
 /** Computes a run's figures from the store (and its transcript): what a kept summary holds. */
 export function computeFigures(store: Store, run: Readonly<RunRow>): RunFigures {
   const usage = store.usage(run.id);
@@ -93,7 +91,7 @@ export function computeFigures(store: Store, run: Readonly<RunRow>): RunFigures 
     };
   }
   return {
-    batch: launchBatch(store, run.id),
+    batch: store.batchOf(run.id),
     compute_s: usage.computeSeconds,
     episodes: usage.rolloutEpisodes,
     submissions: usage.submissions,
@@ -106,54 +104,74 @@ export function computeFigures(store: Store, run: Readonly<RunRow>): RunFigures 
   };
 }
 
-function keep(store: Store, run: Readonly<RunRow>): RunSummaryRow {
+/** A run's summary row, computed now, with the inputs it was computed from (read first). */
+function summarise(store: Store, listed: Readonly<RunRow>): { row: RunSummaryRow; inputs: SummaryInputs } {
+  const inputs = store.summaryInputs(listed);
+  // Read again after its inputs: a change since the run was listed is then either seen here or refuses the keep.
+  const run = store.getRun(listed.id) ?? listed;
   const figures = computeFigures(store, run);
   const row: RunSummaryRow = {
     run_id: run.id,
     task_id: run.task_id,
-    batch: figures.batch,
     benchmark: figures.result !== null || isBenchmarkRun(store, run) ? 1 : 0,
     has_baseline: figures.baseline_public === null ? 0 : 1,
     summary: JSON.stringify(figures),
     written_at: Date.now(),
   };
-  store.putRunSummary(row);
-  return row;
+  return { row, inputs };
 }
 
-/** The figures of these runs: ended runs' from their kept summaries (written now where missing), active runs' computed now. */
+/** The figures of these runs: ended runs' kept (the missing written now, in one transaction), active runs' computed now. */
 export function runFigures(store: Store, runs: ReadonlyArray<Readonly<RunRow>>): Map<string, RunFigures> {
-  const kept = store.runSummaries(runs.filter((run) => run.state === 'ended').map((run) => run.id));
+  const ended = runs.filter((run) => run.state === 'ended');
+  const kept = store.runSummaries(ended.map((run) => run.id));
+  const written = ended.filter((run) => !kept.has(run.id)).map((run) => summarise(store, run));
+  if (written.length > 0) store.putRunSummaries(written);
+  for (const { row } of written) kept.set(row.run_id, row);
   return new Map(
-    runs.map((run) => {
-      if (run.state === 'active') return [run.id, computeFigures(store, run)];
-      const row = kept.get(run.id) ?? keep(store, run);
-      return [run.id, JSON.parse(row.summary) as RunFigures];
-    }),
+    runs.map((run) => [
+      run.id,
+      run.state === 'active' ? computeFigures(store, run) : (JSON.parse(kept.get(run.id)!.summary) as RunFigures),
+    ]),
   );
 }
 
-/** Writes the summaries ended runs (of one task, or all) lack: from before summaries were kept, or changed since. Once each. */
-export function summariseEndedRuns(store: Store, task?: string): void {
+/**
+ * Writes the summaries ended runs (of one task, or all) lack: from before summaries were kept, or changed since. Once
+ * each, {@link keptPerCommit} a transaction. The figures of those not kept (not settled yet, or changed while computed)
+ * are returned.
+ */
+export function summariseEndedRuns(store: Store, task?: string): RunFigures[] {
   const missing = store.endedRunsWithoutSummary(task);
-  const progress = startProgress('summarising runs', missing.length);
+  // A view worker's bar would draw into the server's log.
+  const progress = isMainThread ? startProgress('summarising runs', missing.length) : { tick: () => undefined, stop: () => undefined };
+  const unsettled: RunFigures[] = [];
   try {
-    for (const run of missing) {
-      keep(store, run);
-      progress.tick(run.id);
+    for (let start = 0; start < missing.length; start += keptPerCommit) {
+      const batch = missing.slice(start, start + keptPerCommit).map((run) => {
+        progress.tick(run.id);
+        return summarise(store, run);
+      });
+      store.putRunSummaries(batch);
+      const kept = store.runSummaries(batch.map(({ row }) => row.run_id));
+      for (const { row } of batch) if (!kept.has(row.run_id)) unsettled.push(JSON.parse(row.summary) as RunFigures);
     }
   } finally {
     progress.stop();
   }
+  return unsettled;
 }
 
 /** Ended benchmark runs' results (of one task, or all), from their kept summaries; runs without a baseline grade yet are left out. */
 export function keptResults(store: Store, task?: string): RunResult[] {
-  summariseEndedRuns(store, task);
+  // Ended runs not settled yet (a job stopping, a submission grading) count with their figures as of now, after the rest.
+  const unsettled = summariseEndedRuns(store, task).flatMap(({ result }) => (result ? [result] : []));
+  // One another connection kept meanwhile is counted once.
+  const counted = new Set(unsettled.map((result) => result.run_id));
   const results: RunResult[] = [];
   for (const row of store.iterateRankedSummaries(task)) {
     const { result } = JSON.parse(row.summary) as RunFigures;
-    if (result) results.push(result);
+    if (result && !counted.has(result.run_id)) results.push(result);
   }
-  return results;
+  return [...results, ...unsettled];
 }

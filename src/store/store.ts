@@ -192,7 +192,11 @@ const migrations: string[] = [
   // index, never scans runs, events or submissions; keyset pages of runs, newest first, under each filter. The events
   // index ends with id instead of name (same size, no index more for a tool call to write): a run's last tool calls and
   // a kind's events in order are read straight from it. A run's summary (see src/reports/run-summaries.ts) is written
-  // once when first read after the run ended, was graded or checked; a write that changes what it says deletes it.
+  // once when first read after the run settled, was graded or checked; a write that changes what it says deletes it and
+  // counts a change of its run (or, a grade, of its task) in summary_changes: a summary computed before that change is
+  // not kept. summaries_generation counts those changes of ended runs and grades, never back: the leaderboard page's cache key.
+  // run_batches: the `a2rl run` batch each run was launched in, written at launch (older runs' from their launch events,
+  // each run's found by an index search: CROSS JOIN keeps runs the outer loop, never a scan of every event).
   // Written to run again safely (IF NOT EXISTS): a store set back to an older version upgrades all the same.
   `CREATE INDEX IF NOT EXISTS runs_by_state ON runs(state, created_at, id);
    CREATE INDEX IF NOT EXISTS runs_by_created ON runs(created_at, id);
@@ -204,14 +208,21 @@ const migrations: string[] = [
    CREATE TABLE IF NOT EXISTS run_summaries (
      run_id TEXT PRIMARY KEY REFERENCES runs(id),
      task_id TEXT NOT NULL,
-     batch TEXT,
      benchmark INTEGER NOT NULL,
      has_baseline INTEGER NOT NULL,
      summary TEXT NOT NULL,
      written_at INTEGER NOT NULL
    );
-   CREATE INDEX IF NOT EXISTS run_summaries_by_batch ON run_summaries(batch);
-   CREATE INDEX IF NOT EXISTS run_summaries_by_task ON run_summaries(task_id, has_baseline);`,
+   CREATE INDEX IF NOT EXISTS run_summaries_by_task ON run_summaries(task_id, has_baseline);
+   CREATE TABLE IF NOT EXISTS summary_changes (subject TEXT PRIMARY KEY, changes INTEGER NOT NULL) WITHOUT ROWID;
+   CREATE TABLE IF NOT EXISTS summaries_generation (n INTEGER NOT NULL);
+   INSERT INTO summaries_generation SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM summaries_generation);
+   CREATE TABLE IF NOT EXISTS run_batches (run_id TEXT PRIMARY KEY REFERENCES runs(id), batch TEXT NOT NULL) WITHOUT ROWID;
+   CREATE INDEX IF NOT EXISTS run_batches_by_batch ON run_batches(batch);
+   INSERT OR IGNORE INTO run_batches (run_id, batch)
+     SELECT runs.id, json_extract(events.data, '$.batch') FROM runs
+       CROSS JOIN events ON events.run_id = runs.id AND events.kind = 'agent' AND events.name = 'launched'
+       WHERE json_extract(events.data, '$.batch') IS NOT NULL;`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -350,8 +361,6 @@ export interface IntegrityCheckRow {
 export interface RunSummaryRow {
   run_id: string;
   task_id: string;
-  /** The `a2rl run` batch it was launched in; null when it was not. */
-  batch: string | null;
   /** 1 when an agent worked in it (see isBenchmarkRun): the leaderboard ranks only these. */
   benchmark: number;
   /** 1 when its baseline grade was known when it was written; a new baseline grade of its task deletes the others. */
@@ -367,8 +376,14 @@ export interface RunFilter {
   /** The run's agent, else its label. */
   agent?: string;
   state?: RunState;
-  /** Runs whose summary names this batch, and `activeIds` (active runs whose launch names it). */
-  batch?: { name: string; activeIds: readonly string[] };
+  /** Runs `a2rl run` launched in this batch. */
+  batch?: string;
+}
+
+/** What a summary was computed from: how often its run, and its task's grades, had changed (Store.summaryInputs). */
+export interface SummaryInputs {
+  run: number;
+  task: number;
 }
 
 /** Where a page of runs (newest first) continues: the last run shown. */
@@ -531,6 +546,11 @@ export class Store {
     return this.statement('SELECT * FROM runs ORDER BY created_at').all() as RunRow[];
   }
 
+  /** The runs of a task with this label, oldest first (a suite's cell): a search of the task's runs, not of every run. */
+  runsLabelled(taskId: string, label: string): RunRow[] {
+    return this.statement('SELECT * FROM runs WHERE task_id = ? AND label = ? ORDER BY created_at, id').all(taskId, label) as RunRow[];
+  }
+
   /** Every run, oldest first, one row at a time: `a2rl runs list` at 10⁵ runs holds no array of them. */
   iterateRuns(): IterableIterator<RunRow & { token: 'stdio' | 'http' | 'http, revoked' }> {
     return this.statement(
@@ -549,9 +569,7 @@ export class Store {
       ...(filter.task === undefined ? [] : ['task_id = @task']),
       ...(filter.agent === undefined ? [] : [`COALESCE(agent, label, '') = @agent`]),
       ...(filter.state === undefined ? [] : ['state = @state']),
-      ...(filter.batch === undefined
-        ? []
-        : ['(id IN (SELECT run_id FROM run_summaries WHERE batch = @batch) OR id IN (SELECT value FROM json_each(@active)))']),
+      ...(filter.batch === undefined ? [] : ['id IN (SELECT run_id FROM run_batches WHERE batch = @batch)']),
       ...(before === undefined ? [] : ['(created_at, id) < (@created_at, @id)']),
     ];
     return this.statement(
@@ -560,8 +578,7 @@ export class Store {
       task: filter.task,
       agent: filter.agent,
       state: filter.state,
-      batch: filter.batch?.name,
-      active: JSON.stringify(filter.batch?.activeIds ?? []),
+      batch: filter.batch,
       created_at: before?.created_at,
       id: before?.id,
       limit,
@@ -581,16 +598,26 @@ export class Store {
       .all() as string[];
   }
 
-  /** The batches runs' summaries name, one index seek each. */
-  summaryBatches(): string[] {
+  /** The batches runs were launched in, one index seek each. */
+  runBatches(): string[] {
     return this.statement(
       `WITH RECURSIVE seen(batch) AS (
-         SELECT MIN(batch) FROM run_summaries
-         UNION ALL SELECT (SELECT MIN(batch) FROM run_summaries WHERE batch > seen.batch) FROM seen WHERE seen.batch IS NOT NULL)
+         SELECT MIN(batch) FROM run_batches
+         UNION ALL SELECT (SELECT MIN(batch) FROM run_batches WHERE batch > seen.batch) FROM seen WHERE seen.batch IS NOT NULL)
        SELECT batch FROM seen WHERE batch IS NOT NULL`,
     )
       .pluck()
       .all() as string[];
+  }
+
+  /** Records the `a2rl run` batch a run is launched in (the runs page filters by it). */
+  setRunBatch(runId: string, batch: string): void {
+    this.statement('INSERT OR REPLACE INTO run_batches (run_id, batch) VALUES (?, ?)').run(runId, batch);
+  }
+
+  /** The batch a run was launched in; null when `a2rl run` did not launch it. */
+  batchOf(runId: string): string | null {
+    return (this.statement('SELECT batch FROM run_batches WHERE run_id = ?').pluck().get(runId) as string | undefined) ?? null;
   }
 
   // run summaries
@@ -625,17 +652,57 @@ export class Store {
     ) as IterableIterator<RunSummaryRow>;
   }
 
-  /** Keeps a run's summary; written by whoever read the run first after it changed. */
-  putRunSummary(row: RunSummaryRow): void {
-    this.statement(
-      `INSERT OR REPLACE INTO run_summaries (run_id, task_id, batch, benchmark, has_baseline, summary, written_at)
-         VALUES (@run_id, @task_id, @batch, @benchmark, @has_baseline, @summary, @written_at)`,
-    ).run(row);
+  /**
+   * How often what a run's summary says has changed: its own writes, and grades of its task (one may be its baseline):
+   * read before computing the summary, handed to {@link putRunSummaries}.
+   */
+  summaryInputs(run: Pick<RunRow, 'id' | 'task_id'>): SummaryInputs {
+    return this.statement(
+      `SELECT COALESCE((SELECT changes FROM summary_changes WHERE subject = @run), 0) AS run,
+              COALESCE((SELECT changes FROM summary_changes WHERE subject = @task), 0) AS task`,
+    ).get({ run: `run:${run.id}`, task: `task:${run.task_id}` }) as SummaryInputs;
   }
 
-  /** Drops a run's kept summary: something it says changed (it is written again when next read). */
+  /**
+   * Keeps runs' summaries, in one transaction, each only if its run is settled (ended, no job running, no submission
+   * queued or grading) and nothing it says changed since its {@link summaryInputs} were read (its task's grades matter
+   * only to one without a baseline): a summary computed on another connection while a job ended or a check came in is
+   * stale already, and is not kept. How many were kept.
+   */
+  putRunSummaries(rows: ReadonlyArray<{ row: RunSummaryRow; inputs: SummaryInputs }>): number {
+    const put = this.statement(
+      `INSERT OR REPLACE INTO run_summaries (run_id, task_id, benchmark, has_baseline, summary, written_at)
+         SELECT @run_id, @task_id, @benchmark, @has_baseline, @summary, @written_at
+         WHERE EXISTS (SELECT 1 FROM runs WHERE id = @run_id AND state = 'ended')
+           AND NOT EXISTS (SELECT 1 FROM jobs WHERE run_id = @run_id AND state = 'running')
+           AND NOT EXISTS (SELECT 1 FROM submissions WHERE run_id = @run_id AND state IN ('queued', 'grading'))
+           AND COALESCE((SELECT changes FROM summary_changes WHERE subject = 'run:' || @run_id), 0) = @run_changes
+           AND (@has_baseline = 1
+             OR COALESCE((SELECT changes FROM summary_changes WHERE subject = 'task:' || @task_id), 0) = @task_changes)`,
+    );
+    const putAll = (): number =>
+      rows.reduce((kept, { row, inputs }) => kept + put.run({ ...row, run_changes: inputs.run, task_changes: inputs.task }).changes, 0);
+    return rows.length === 1 ? putAll() : this.db.transaction(putAll)();
+  }
+
+  /**
+   * Drops a run's kept summary: something it says changed (it is written again when next read). The change is counted
+   * first: a summary computed before it, on another connection, is then refused by {@link putRunSummaries}.
+   */
   private forgetSummary(runId: string): void {
+    this.countSummaryChange(`run:${runId}`);
     this.statement('DELETE FROM run_summaries WHERE run_id = ?').run(runId);
+  }
+
+  private countSummaryChange(subject: string): void {
+    this.statement('INSERT INTO summary_changes (subject, changes) VALUES (?, 1) ON CONFLICT DO UPDATE SET changes = changes + 1').run(
+      subject,
+    );
+    // What the leaderboard ranks (ended runs, with their task's baselines) changed: its cache key moves.
+    this.statement(
+      `UPDATE summaries_generation SET n = n + 1
+         WHERE @subject LIKE 'task:%' OR EXISTS (SELECT 1 FROM runs WHERE id = substr(@subject, 5) AND state = 'ended')`,
+    ).run({ subject });
   }
 
   listActiveRuns(): RunRow[] {
@@ -836,6 +903,14 @@ export class Store {
   updateJobUsage(id: number, cpuSeconds: number, gpuSeconds: number): void {
     this.localChanges++;
     this.statement('UPDATE jobs SET cpu_s = ?, gpu_s = ? WHERE id = ?').run(cpuSeconds, gpuSeconds, id);
+    // No change to count: no summary is kept while a job runs (putRunSummaries), only one kept before it started is stale.
+    this.statement('DELETE FROM run_summaries WHERE run_id = (SELECT run_id FROM jobs WHERE id = ?)').run(id);
+  }
+
+  /** A job's end changes its run's compute, episodes and stored bytes. */
+  private forgetJobsSummary(jobId: number): void {
+    const runId = this.statement('SELECT run_id FROM jobs WHERE id = ?').pluck().get(jobId) as string | undefined;
+    if (runId !== undefined) this.forgetSummary(runId);
   }
 
   finishJob(
@@ -848,6 +923,7 @@ export class Store {
            gpu_s = @gpu_s, episodes_done = @episodes_done, result = @result, ended_at = @ended_at
          WHERE id = @id AND state = 'running'`,
     ).run({ id, ...end });
+    this.forgetJobsSummary(id);
   }
 
   // submissions
@@ -902,7 +978,8 @@ export class Store {
 
   setSubmissionState(id: number, state: SubmissionState, error: string | null, at: number | null): void {
     this.statement('UPDATE submissions SET state = ?, error = ?, graded_at = ? WHERE id = ?').run(state, error, at, id);
-    this.statement('DELETE FROM run_summaries WHERE run_id = (SELECT run_id FROM submissions WHERE id = ?)').run(id);
+    const runId = this.getSubmission(id)?.run_id;
+    if (runId !== undefined) this.forgetSummary(runId);
   }
 
   // grades
@@ -921,6 +998,7 @@ export class Store {
          VALUES (@task_id, @grader_version, @content_hash, @public_score, @private_score, @details, @duration_ms, @created_at)`,
     ).run(grade);
     // It may be a baseline: the task's runs summarised without one are summarised again.
+    this.countSummaryChange(`task:${grade.task_id}`);
     this.statement('DELETE FROM run_summaries WHERE task_id = ? AND has_baseline = 0').run(grade.task_id);
   }
 

@@ -82,10 +82,12 @@ export function runStanding(store: Store, run: RunRow): RunStanding {
   return (JSON.parse(exited.data) as { interrupted?: boolean }).interrupted ? 'unsettled' : 'done';
 }
 
-/** The runs of each cell in the store: its label, on its task. */
+/**
+ * The runs of each cell in the store: its label, on its task, whatever settings they were made with (a cell's budget,
+ * args or env changed in the file since then: docs/reproducing.md says to rename it).
+ */
 export function cellRuns(store: Store, cells: readonly Cell[]): Map<Cell, RunRow[]> {
-  const all = store.listRuns();
-  return new Map(cells.map((cell) => [cell, all.filter((run) => run.label === cell.label && run.task_id === cell.task.id)]));
+  return new Map(cells.map((cell) => [cell, store.runsLabelled(cell.task.id, cell.label)]));
 }
 
 export interface CellProgress {

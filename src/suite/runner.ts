@@ -129,8 +129,9 @@ function markIfInterrupted(engine: Engine, run: LaunchedRun): void {
 
 /**
  * The runs of the suite's cells that a stopped invocation left, marked interrupted. Their servers end them as they
- * would any run: a stdio server when the launcher's bridge is gone, a launcher's `serve --http` (which outlives its
- * launcher) when the run is revoked here; a run whose server is gone too is settled here (ended, its gradings done).
+ * would any run: a stdio server when the launcher's bridge is gone, a launcher's `serve --http` when its launcher is
+ * (it ends with its parent, `endWithParent`); a run a live server still holds is revoked here, and one whose server is
+ * gone is settled here (ended, its gradings done).
  */
 async function settleLeftRuns(engine: Engine, cells: readonly Cell[], onLine: (line: string) => void): Promise<void> {
   const left = [...cellRuns(engine.store, cells).values()].flat().filter((run) => runStanding(engine.store, run) === 'unsettled');

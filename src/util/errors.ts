@@ -55,6 +55,8 @@ export const exitStatuses = {
   budget: 8,
   grading: 9,
   internal: 70,
+  /** Stopped by Ctrl-C or SIGTERM before it was done (`a2rl suite run`): what a shell reports of a process SIGINT ended. */
+  interrupted: 130,
   /** A closed stdout pipe (`a2rl runs list | head -1`): what a process killed by SIGPIPE reports; nothing is printed. */
   closedPipe: 141,
 } as const;

@@ -50,6 +50,7 @@ export class ViewData {
   private readonly launches = new Map<string, Launch>();
   private board?: { key: string; rows: LeaderboardEntry[] };
   private launchQuery?: Database.Statement;
+  private boardKeyQuery?: Database.Statement;
 
   constructor(
     readonly store: Store,
@@ -74,14 +75,6 @@ export class ViewData {
       rows: shown.map((row) => this.summary(row, figures.get(row.id)!)),
       ...(rows.length > runsPerPage && last ? { next: { created_at: last.created_at, id: last.id } } : {}),
     };
-  }
-
-  /** Active runs whose launch names this batch: ended ones are found by their kept summaries. */
-  activeRunsOfBatch(batch: string): string[] {
-    return this.store
-      .listActiveRuns()
-      .filter((run) => this.launchOf(run.id).batch === batch)
-      .map((run) => run.id);
   }
 
   summaryOf(runId: string): RunSummary | undefined {
@@ -145,21 +138,13 @@ export class ViewData {
   }
 
   /**
-   * `a2rl leaderboard`'s rows, each with the runs behind it. Computed again only when a run ended or a kept summary
-   * changed (a run marked, graded or checked: the store deletes its summary, the ranking writes it again): every open page asks.
+   * `a2rl leaderboard`'s rows, each with the runs behind it. Computed again only when something it ranks changed: a
+   * run ended, was marked, graded or checked, a job of an ended run ended, or a grade came in (a baseline, maybe); the
+   * store counts each such change in summaries_generation, which never goes back: every open page asks.
    */
   leaderboard(): LeaderboardEntry[] {
-    const key = JSON.stringify(
-      this.store.db
-        .prepare(
-          `SELECT (SELECT COUNT(*) FROM runs WHERE state = 'ended') AS ended,
-                  (SELECT COUNT(*) FROM run_summaries) AS kept,
-                  (SELECT COALESCE(MAX(rowid), 0) FROM run_summaries) AS written,
-                  (SELECT COALESCE(MAX(rowid), 0) FROM grades) AS grades,
-                  (SELECT COALESCE(MAX(id), 0) FROM integrity_checks) AS checks`,
-        )
-        .get(),
-    );
+    this.boardKeyQuery ??= this.store.db.prepare('SELECT n FROM summaries_generation').pluck();
+    const key = String(this.boardKeyQuery.get());
     if (this.board?.key !== key) this.board = { key, rows: this.rankRuns() };
     return this.board.rows;
   }

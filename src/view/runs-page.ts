@@ -55,7 +55,7 @@ export function runCursor(url: URL): RunCursor | undefined {
 }
 
 /** The page's filters as the store searches them. */
-function storeFilter(data: ViewData, filters: RunFilters): RunFilter {
+function storeFilter(filters: RunFilters): RunFilter {
   if (filters.state !== undefined && filters.state !== 'active' && filters.state !== 'ended') {
     throw new A2rlError('INVALID_INPUT', `state=${filters.state} is not a run state; choose active or ended.`);
   }
@@ -63,7 +63,7 @@ function storeFilter(data: ViewData, filters: RunFilters): RunFilter {
     task: filters.task,
     agent: filters.agent,
     state: filters.state,
-    batch: filters.batch === undefined ? undefined : { name: filters.batch, activeIds: data.activeRunsOfBatch(filters.batch) },
+    batch: filters.batch,
   };
 }
 
@@ -73,12 +73,12 @@ export function runsPage(data: ViewData, filters: RunFilters, diskWarning?: stri
     .map(([k, v]) => `&${k}=${encodeURIComponent(v)}`)
     .join('');
   const live = `/view/live?after=${data.lastEventId()}${query}`;
-  const { rows: shown, next } = data.runs(storeFilter(data, filters), before);
+  const { rows: shown, next } = data.runs(storeFilter(filters), before);
   const form =
     `<form class="filters" method="get" action="/view" aria-label="Filter runs">` +
     select('task', data.store.distinctRunValues('task'), filters.task) +
     select('agent', data.store.distinctRunValues('agent'), filters.agent) +
-    select('batch', data.store.summaryBatches(), filters.batch) +
+    select('batch', data.store.runBatches(), filters.batch) +
     select('state', ['active', 'ended'], filters.state) +
     `<button type="submit">Filter</button></form>`;
   const older = next

@@ -1,14 +1,19 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { type IncomingHttpHeaders, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { packageRoot } from '../util/paths.js';
 import { createViewHere, type View, type ViewOptions } from './handler.js';
 import type { ViewWorkerData } from './worker.js';
 
-/** The worker's compiled entry: the same file whether the server runs from dist or its sources (tests build dist first). */
-const workerEntry = join(packageRoot, 'dist', 'src', 'view', 'worker.js');
+/**
+ * The worker's compiled entry: this file's sibling when it runs compiled (wherever it was built to, so the view never
+ * runs another build's code); from its sources (tests), which a thread cannot start, dist's (tests build dist first).
+ */
+const compiledSibling = fileURLToPath(new URL('./worker.js', import.meta.url));
+const workerEntry = existsSync(compiledSibling) ? compiledSibling : join(packageRoot, 'dist', 'src', 'view', 'worker.js');
 
 /** Headers of one hop, never forwarded (RFC 9110, 7.6.1). */
 const hopHeaders = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer']);

@@ -1,8 +1,8 @@
 // The cgroup v2 checks test/cgroup-v2.test.ts runs inside a pure-v2 VM (../shared/hosts/vm-run.sh), all in one boot.
 // Plain JavaScript over the built dist/: under emulation vitest and tsc would each take minutes to start.
 // Usage: node test/helpers/cgroup-v2-checks.mjs RESULTS.json (as root, in a cgroup standing for a delegated service's).
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BubblewrapBackend } from '../../dist/sandbox/bwrap.js';
 import { cgroupsUnavailableReason } from '../../dist/sandbox/cgroup.js';
@@ -56,6 +56,39 @@ try {
     env: { ...process.env, A2RL_SHARED_ROOT: '' },
   });
   results.doctor = { status: doctor.status, stdout: doctor.stdout, stderr: doctor.stderr };
+  // The doctor changed no cgroup: this script is still in the delegated one, which hands nothing down yet.
+  results.afterDoctor = {
+    ownCgroup: readFileSync('/proc/self/cgroup', 'utf8').trim(),
+    subtreeControl: read(cgroupRoot, 'cgroup.subtree_control'),
+  };
+
+  // A cgroup nobody delegated, as an ssh session's scope: a process of someone else's (a sleep standing for the login
+  // shell) beside the one that asks, the doctor's reading and the server's discovery, which must refuse and move nothing.
+  const session = '/sys/fs/cgroup/session';
+  mkdirSync(session);
+  const shell = spawn('sleep', ['600']);
+  writeFileSync(join(session, 'cgroup.procs'), String(shell.pid));
+  const cgroupModule = new URL('../../dist/sandbox/cgroup.js', import.meta.url).href;
+  const asked = spawnSync(
+    'sh',
+    [
+      '-c',
+      `echo $$ > ${session}/cgroup.procs && exec "$0" --input-type=module -e "$1"`,
+      process.execPath,
+      `const m = await import('${cgroupModule}'); console.log(JSON.stringify({ doctor: m.cgroupEnforcement(), server: m.cgroupsUnavailableReason() ?? null }));`,
+    ],
+    { encoding: 'utf8' },
+  );
+  results.undelegated = {
+    ...(asked.status === 0 ? JSON.parse(asked.stdout) : { failed: asked.stderr }),
+    shell: shell.pid,
+    procs: read(session, 'cgroup.procs'),
+    subtreeControl: read(session, 'cgroup.subtree_control'),
+    children: readdirSync(session, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name),
+  };
+  shell.kill('SIGKILL');
 
   results.unavailable = cgroupsUnavailableReason() ?? null;
   results.ownCgroup = readFileSync('/proc/self/cgroup', 'utf8').trim();

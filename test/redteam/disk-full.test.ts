@@ -258,21 +258,38 @@ describe.skipIf(!isRoot || kernelStorageUnavailable() !== undefined)(
       execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${homeMiB}m`, 'a2rl-overcommit', home]);
       mounted = true;
       const engine = await open({});
-      const first = await engine.createRun({ taskId: 'micro-gsm8k', label: 'first' });
+      const why = (quota: number) =>
+        `the home ${home} has \\d+ MiB free, less than this run's ${quota} MiB quota plus the \\d+ MiB the live runs' workspace images may still grow \\(\\d+ MiB\\); free space \\(a2rl runs clean --ended frees ended runs' images\\), serve with a smaller --disk-quota, or serve with --overcommit-disk`;
+      // Two at once, room for one: the binding check is made in one step with the image, so they cannot both pass.
+      const made = await Promise.allSettled(['first', 'second'].map((label) => engine.createRun({ taskId: 'micro-gsm8k', label })));
+      const served = made.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
+      const failures = made.flatMap((outcome) => (outcome.status === 'rejected' ? [(outcome.reason as Error).message] : []));
+      expect(served).toHaveLength(1);
+      expect(failures[0]).toMatch(new RegExp(`^(Run \\S+ cannot be served here|The run was not created): ${why(quotaMiB)}`));
+      const first = served[0]!;
       expect(existsSync(join(first.dir, workspaceImage))).toBe(true);
-      // Its quota alone fits the home's free space; with what the first run's image may still grow, it does not.
+      // The refused one left no active run behind: ended with why where its row was written, and no image.
+      const rows = withStore(home, (store) => store.listRuns().filter((run) => run.id !== first.id));
+      for (const row of rows) {
+        expect(row.state).toBe('ended');
+        expect(row.end_reason).toMatch(/^it could not be served: Run \S+ cannot be served here: the home/);
+        expect(existsSync(join(row.dir, workspaceImage))).toBe(false);
+      }
+      expect(withStore(home, (store) => store.listActiveRuns().map((run) => run.id))).toEqual([first.id]);
+      // Its quota alone fits the home's free space; with what the first run's image may still grow, it does not: refused
+      // before anything is written.
       expect(freeBytes(home)).toBeGreaterThan(quotaMiB * 2 ** 20);
-      const refused = await engine.createRun({ taskId: 'micro-gsm8k', label: 'second' }).then(
+      const before = withStore(home, (store) => store.listRuns().length);
+      const refused = await engine.createRun({ taskId: 'micro-gsm8k', label: 'refused' }).then(
         () => undefined,
         (error: Error) => error.message,
       );
       expect(refused).toMatch(
         new RegExp(
-          `^Run \\S+ cannot be served here: the home ${home} has \\d+ MiB free, less than this run's ${quotaMiB} MiB quota plus the \\d+ MiB the live runs' workspace images may still grow \\(\\d+ MiB\\); free space \\(a2rl runs clean --ended frees ended runs' images\\), serve with a smaller --disk-quota, or serve with --overcommit-disk`,
+          `^The run was not created: ${why(quotaMiB)} to make the run anyway \\(a run that fills its image first then meets I/O errors\\)\\.$`,
         ),
       );
-      const refusedRun = withStore(home, (store) => store.listRuns().find((run) => run.label === 'second'))!;
-      expect(existsSync(join(refusedRun.dir, workspaceImage))).toBe(false);
+      expect(withStore(home, (store) => store.listRuns().length)).toBe(before);
       await engine.close();
 
       // Opted in: made, and the operator warned in the log as before. The first run is still active (its server

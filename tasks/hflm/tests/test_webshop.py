@@ -247,7 +247,8 @@ class AssetsTest(unittest.TestCase):
             self.assertEqual(manifest["goals"]["public"] + manifest["goals"]["private"], 500)
             self.assertEqual(manifest["variant"], {"task": "webshop-human", "products": "items_shuffle.json",
                                                    "attributes": "items_ins_v2.json", "num_products": None,
-                                                   "human_goals": True, "eval_goals": 500, "success": 1.0})
+                                                   "human_goals": True, "eval_goals": 500, "success": 1.0,
+                                                   "headline": "mean_reward"})
             with open(os.path.join(base, "data", "webshop", "data", "items_human_ins.json")) as f:
                 visible = json.load(f)
             with open(os.path.join(base, "eval", "public.jsonl")) as f:

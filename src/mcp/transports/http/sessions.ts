@@ -8,7 +8,14 @@ import type { Run } from '../../../core/run.js';
 import { A2rlError } from '../../../util/errors.js';
 import { RecordingTransport, type RecordSessionEvent } from '../../recording-transport.js';
 import { createServer } from '../../server.js';
-import { SessionEventStore } from './event-store.js';
+import { maxSessionEventBytes, SessionEventStore } from './event-store.js';
+
+/**
+ * Most sessions one run may hold open at once, of both kinds: each keeps up to {@link maxSessionEventBytes} of events to
+ * replay and an MCP server of its own until it closes or idles out, so a run's token cannot hold more than 16 × 4 MiB.
+ * An agent reconnecting normally holds one or two; a client that restarts often closes its old ones (DELETE /mcp).
+ */
+export const maxSessionsPerRun = 16;
 
 interface Session {
   kind: 'streamable' | 'sse';
@@ -67,6 +74,7 @@ export class SessionTable {
 
   /** `GET /sse`: a new HTTP+SSE session, its stream open until the client goes. */
   async startSse(res: ServerResponse, runId: string): Promise<void> {
+    this.refuseBeyondCap(runId);
     const run = await this.engine.remoteRun(runId);
     const transport = new SSEServerTransport('/messages', res);
     const recording = new RecordingTransport(transport, this.recordFor(run));
@@ -107,6 +115,7 @@ export class SessionTable {
     if (!isInitializeRequest(body)) {
       throw new A2rlError('INVALID_INPUT', 'No Mcp-Session-Id header: a new session starts with an initialize request.');
     }
+    this.refuseBeyondCap(runId);
     const run = await this.engine.remoteRun(runId);
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: randomUUID,
@@ -121,6 +130,17 @@ export class SessionTable {
     };
     await createServer(run).connect(recording);
     await transport.handleRequest(req, res, body);
+  }
+
+  private refuseBeyondCap(runId: string): void {
+    let open = 0;
+    for (const session of this.sessions.values()) if (session.runId === runId) open++;
+    if (open >= maxSessionsPerRun) {
+      throw new A2rlError(
+        'CONFLICT',
+        `This run has ${open} MCP sessions open, the most it may hold: reuse one (its Mcp-Session-Id), close one you no longer use (DELETE /mcp with its Mcp-Session-Id), or wait until an idle one is closed.`,
+      );
+    }
   }
 
   private sessionFor(id: string, runId: string): StreamableSession | SseSession {
