@@ -6,10 +6,9 @@ import { type ContaminationDetails, recordContaminationCheck } from '../../src/i
 import { HiddenIndex } from '../../src/integrity/hidden-index.js';
 import { readHiddenItems } from '../../src/integrity/hidden-items.js';
 import { runIntegrity } from '../../src/integrity/verdict.js';
-import { Store } from '../../src/store/store.js';
 import { getTaskFile } from '../../src/tasks/task.js';
 import { tasksRoot } from '../../src/util/paths.js';
-import { evalLines } from '../helpers/integrity.js';
+import { evalLines, freshRun } from '../helpers/integrity.js';
 import { tempDir } from '../helpers/sandbox.js';
 
 const homes: string[] = [];
@@ -36,25 +35,12 @@ function drawQuestions(count: number, seed: number): string[] {
 function checkTrainingData(lines: string[]) {
   const home = tempDir('integrity-dilution');
   homes.push(home);
-  const store = new Store(join(home, 'store.sqlite'));
-  const dir = join(home, 'runs', 'run-diluted');
-  mkdirSync(join(dir, 'workspace', 'data'), { recursive: true });
-  writeFileSync(join(dir, 'workspace', 'data', 'synthetic.jsonl'), `${lines.join('\n')}\n`);
-  store.insertRun({
-    id: 'run-diluted',
-    task_id: 'micro-gsm8k',
-    label: 'diluted',
-    budget: '{}',
-    dir,
-    sandbox: 'bwrap',
-    grader_version: 'test',
-    owner: 'none',
-    created_at: Date.now(),
-  });
-  store.endRun('run-diluted', 'test', Date.now());
+  const { store, runId, workspace } = freshRun('micro-gsm8k', home);
+  mkdirSync(join(workspace, 'data'), { recursive: true });
+  writeFileSync(join(workspace, 'data', 'synthetic.jsonl'), `${lines.join('\n')}\n`);
   try {
-    const { verdict, details } = recordContaminationCheck(store, home, 'run-diluted');
-    return { verdict, details: details as ContaminationDetails, integrity: runIntegrity(store, 'run-diluted') };
+    const { verdict, details } = recordContaminationCheck(store, home, runId);
+    return { verdict, details: details as ContaminationDetails, integrity: runIntegrity(store, runId) };
   } finally {
     store.close();
   }
