@@ -1,5 +1,6 @@
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { defineConfig } from 'vitest/config';
+import { FileTimes } from './test/helpers/file-times.js';
 
 /**
  * The longest files, longest first (wall times on 2 cores, two files at once, on two such machines: the full tier's
@@ -32,6 +33,8 @@ export default defineConfig({
     sequence: { sequencer: LongestFirst },
     // A suite marked concurrent (the micro oracles end to end, the Python suites) runs two tests at once.
     maxConcurrency: 2,
+    // The default reporter, then the slowest files' wall times: CI keeps only the end of the output.
+    reporters: ['default', new FileTimes()],
     testTimeout: 120_000,
     hookTimeout: 120_000,
   },

@@ -105,8 +105,14 @@ describe.skipIf(unavailable)(`Slurm backend on a local two-node cluster${unavail
       sandbox.exec({ command: ['sleep', '300'], limits: { cpus: 1, memoryBytes: 64 * 2 ** 20, pids: 16, gpus: [] }, output: { write: () => undefined }, tag: 'orphan' });
       process.stdout.write(owner + '\\n');
       setInterval(() => undefined, 1000);`;
-    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const owner = await new Promise<string>((resolve) => child.stdout!.once('data', (chunk: Buffer) => resolve(chunk.toString().trim())));
+    // From a file, not `-e`: the backend's worker threads inherit the process's flags, and `--input-type` fails a worker's file.
+    const script = join(tempDir('slurm-orphan'), 'server.mjs');
+    writeFileSync(script, code);
+    const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const owner = await new Promise<string>((resolve, reject) => {
+      child.stdout!.once('data', (chunk: Buffer) => resolve(chunk.toString().trim()));
+      child.once('exit', (code) => reject(new Error(`the server's process exited ${code} before its job started (its stderr is above)`)));
+    });
     const running = () =>
       execFileSync('squeue', ['-h', '-t', 'running', '-o', '%j'], { encoding: 'utf8' })
         .split('\n')

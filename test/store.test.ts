@@ -104,6 +104,28 @@ describe('store', () => {
     store.close();
   });
 
+  it('is never seen half-made: processes creating the same new stores at once all open them, and leave no draft', async () => {
+    const folder = tempDir('store-born');
+    // Each process opens the same 20 new stores in the same order, so that they meet on every one as it is created.
+    const script = `
+      const { Store } = await import(${JSON.stringify(join(packageRoot, 'dist/src/store/store.js'))});
+      for (let i = 0; i < 20; i++) new Store(${JSON.stringify(folder)} + '/s' + i + '.sqlite').close();`;
+    const exits = await Promise.all(
+      [0, 1, 2, 3].map(
+        () =>
+          new Promise<string>((resolve) => {
+            const child = spawn(process.execPath, ['--input-type=module', '-e', script]);
+            let err = '';
+            child.stderr.on('data', (chunk) => (err += chunk));
+            child.once('exit', (code) => resolve(`${code} ${err}`.trim()));
+          }),
+      ),
+    );
+    expect(exits).toEqual(['0', '0', '0', '0']);
+    expect(readdirSync(folder).filter((name) => name.endsWith('.sqlite'))).toHaveLength(20);
+    expect(readdirSync(folder).filter((name) => name.includes('.new'))).toEqual([]);
+  });
+
   it('never lets submissions racing from several processes past the cap', async () => {
     const path = join(tempDir('store'), 'store.sqlite');
     const store = new Store(path);

@@ -1,4 +1,5 @@
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
+import { dockerClient } from '../../sandbox/docker-client.js';
 import { A2rlError } from '../util/errors.js';
 
 /** How long a command waits for the Docker engine to answer before it says which engine did not. */
@@ -13,7 +14,7 @@ export async function answeringDockerEngine(seconds = dockerAnswerSeconds): Prom
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
-      new Docker({ timeout: seconds * 1000 }).ping(),
+      dockerClient({ timeout: seconds * 1000 }).ping(),
       new Promise((_, reject) => {
         timer = setTimeout(() => reject(new Error('no answer')), seconds * 1000);
       }),
@@ -26,5 +27,5 @@ export async function answeringDockerEngine(seconds = dockerAnswerSeconds): Prom
   } finally {
     clearTimeout(timer);
   }
-  return new Docker();
+  return dockerClient();
 }

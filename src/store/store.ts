@@ -1,8 +1,9 @@
 import Database from 'better-sqlite3';
-import { mkdirSync, statSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { randomUUID } from 'node:crypto';
 import { A2rlError } from '../util/errors.js';
 
 /** How often the server's checkpointer folds the write-ahead log into the database file. */
@@ -46,6 +47,53 @@ function refuseEmptyStore(path: string): void {
       'STORE_UNUSABLE',
       `${path} is empty (0 bytes), so its runs are lost; a2rl never replaces a store: restore it from a backup, or remove it to start a new one.`,
     );
+}
+
+/**
+ * Makes a new store whole before it takes its name: written beside it, then linked in, so that no process ever sees a
+ * store being born (SQLite's file is 0 bytes until its first commit, which {@link refuseEmptyStore} would take for a
+ * lost store). Two processes creating the same store at once: the first link wins, the other opens the winner's.
+ */
+function createStoreFile(path: string): void {
+  const draft = `${path}.${process.pid}-${randomUUID().slice(0, 8)}.new`;
+  try {
+    const db = new Database(draft);
+    try {
+      db.pragma('journal_mode = WAL');
+      migrate(db, draft);
+    } finally {
+      db.close();
+    }
+    try {
+      linkSync(draft, path);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      // A filesystem without hard links: a rename, atomic too, only racing another process's creation.
+      if ((code === 'EPERM' || code === 'ENOTSUP' || code === 'EOPNOTSUPP') && !existsSync(path)) renameSync(draft, path);
+      else if (code !== 'EEXIST') throw error;
+    }
+  } finally {
+    for (const file of [draft, `${draft}-wal`, `${draft}-shm`]) rmSync(file, { force: true });
+  }
+}
+
+/** Brings `db` to the current schema in one transaction; refuses a store of a newer a2rl. */
+function migrate(db: Database.Database, path: string): void {
+  const version = () => db.pragma('user_version', { simple: true }) as number;
+  if (version() > migrations.length)
+    throw new A2rlError(
+      'STORE_UNUSABLE',
+      `${path} is a store of a newer a2rl (schema ${version()}; this one knows up to ${migrations.length}): run the a2rl that wrote it, or update this one.`,
+    );
+  // Up to date: no write lock to wait for (a check's process opens the store while a busy server writes).
+  if (version() === migrations.length) return;
+  const upgrade = db.transaction(() => {
+    for (let next = version(); next < migrations.length; next++) {
+      db.exec(migrations[next]!);
+      db.pragma(`user_version = ${next + 1}`);
+    }
+  });
+  upgrade.immediate();
 }
 
 /** Each entry upgrades the schema by one version; never edit a shipped entry, append. */
@@ -421,6 +469,7 @@ export class Store {
   constructor(readonly path: string) {
     if (path !== ':memory:') {
       mkdirSync(dirname(path), { recursive: true });
+      if (!existsSync(path)) createStoreFile(path);
       refuseEmptyStore(path);
     }
     this.db = new Database(path);
@@ -429,7 +478,7 @@ export class Store {
       this.db.pragma('synchronous = NORMAL');
       this.db.pragma('foreign_keys = ON');
       this.db.pragma('busy_timeout = 5000');
-      this.migrate();
+      migrate(this.db, path);
     } catch (error) {
       this.db.close();
       const code = (error as { code?: unknown }).code;
@@ -458,23 +507,6 @@ export class Store {
 
   get schemaVersion(): number {
     return this.db.pragma('user_version', { simple: true }) as number;
-  }
-
-  private migrate(): void {
-    if (this.schemaVersion > migrations.length)
-      throw new A2rlError(
-        'STORE_UNUSABLE',
-        `${this.path} is a store of a newer a2rl (schema ${this.schemaVersion}; this one knows up to ${migrations.length}): run the a2rl that wrote it, or update this one.`,
-      );
-    // Up to date: no write lock to wait for (a check's process opens the store while a busy server writes).
-    if (this.schemaVersion === migrations.length) return;
-    const upgrade = this.db.transaction(() => {
-      for (let version = this.schemaVersion; version < migrations.length; version++) {
-        this.db.exec(migrations[version]!);
-        this.db.pragma(`user_version = ${version + 1}`);
-      }
-    });
-    upgrade.immediate();
   }
 
   /**

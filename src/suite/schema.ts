@@ -1,12 +1,17 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { sandboxNames } from '../../sandbox/registry.js';
 import { checkAgentEnvName } from '../launch/environment.js';
 import { parseBudget } from '../tasks/budget.js';
 import { getTaskFile } from '../tasks/task.js';
 import { A2rlError, isA2rlError } from '../util/errors.js';
+
+/** yaml, loaded by the one command that reads a suite file rather than by every `a2rl` command's start. */
+function parseYaml(text: string): unknown {
+  return (createRequire(import.meta.url)('yaml') as typeof import('yaml')).parse(text);
+}
 
 /**
  * A suite file: the paper's agent × model × task matrix as data (YAML or JSON). Every field is checked before anything

@@ -62,7 +62,9 @@ describe.skipIf(!isRoot)('red team, a full disk is an answer, not a crash (bwrap
   beforeAll(async () => {
     execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${homeMiB}m`, 'a2rl-disk-full', home]);
     mounted = true;
-    server = await startHttpServer(home, 'bwrap');
+    // Quotas the home can hold (two runs' images), or the second run is refused as overcommitting the disk: what fills the
+    // home here is the run's job output, which lives outside its image.
+    server = await startHttpServer(home, 'bwrap', ['--disk-quota', '24']);
     const [a, b] = [await createHttpRun(home), await createHttpRun(home)];
     filler = { client: await connectHttp(server.url, a.token), runId: a.run_id };
     other = { client: await connectHttp(server.url, b.token), runId: b.run_id };
