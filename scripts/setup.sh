@@ -235,7 +235,20 @@ print_plan >&2
 changes=$(mktemp)
 trap 'rm -f "$changes"' EXIT
 
+# Progress: a line as each step starts and as it ends, numbered of the steps this setup takes, with the time since it
+# began (the installs run side by side, so their lines interleave).
+setup_began=$(date +%s)
+steps=1
+[ -z "$missing" ] || steps=$((steps + 1))
+! favordynmods_wanted || steps=$((steps + 1))
+! wants agents || steps=$((steps + 1))
+! wants full || steps=$((steps + 1))
+step=0
+progress() { echo "setup: [$1/$steps] $2 ($(($(date +%s) - setup_began))s so far)" >&2; }
+
 if [ -n "$missing" ]; then
+  step=$((step + 1))
+  progress $step "Debian packages:$missing"
   echo "setup: installing Debian packages:$missing" >&2
   as_root=""
   if [ "$(id -u)" != 0 ]; then
@@ -250,21 +263,32 @@ if [ -n "$missing" ]; then
   $as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq --no-install-recommends $missing >&2
   echo "installed Debian packages:$missing" >>"$changes"
+  progress $step "Debian packages: done"
 fi
-if favordynmods_wanted; then favor_cgroup_moves; fi
+if favordynmods_wanted; then
+  step=$((step + 1))
+  progress $step "cgroup2 favordynmods"
+  favor_cgroup_moves
+fi
 
 # The installs below run side by side, each in a subshell of its own: they mostly wait on downloads and unpacking
 # (one after another they took 165 s on a 2-core machine with warm caches).
-(set -e; npm_dependencies) &
+step=$((step + 1))
+progress $step "npm dependencies and the TypeScript build"
+(set -e; npm_dependencies; progress $step "npm dependencies and the TypeScript build: done") &
 npm_pid=$!
 agents_pid=""
 if wants agents; then
-  (set -e; agent_clis) &
+  step=$((step + 1))
+  progress $step "agent CLIs in .agents/"
+  (set -e; agent_clis; progress $step "agent CLIs in .agents/: done") &
   agents_pid=$!
 fi
 venv_pid=""
 if wants full; then
-  (set -e; full_venv) &
+  step=$((step + 1))
+  progress $step "$venv"
+  (set -e; full_venv; progress $step "$venv: done") &
   venv_pid=$!
 fi
 failed=""

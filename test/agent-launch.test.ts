@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -7,6 +7,8 @@ import { agentKind, type LaunchContext, mcpStartTimeout } from '../src/launch/ag
 import { type LaunchedRun, startHttpServer, versionOf } from '../src/launch/launcher.js';
 import { relayEntry } from '../src/launch/bridge.js';
 import { Store } from '../src/store/store.js';
+import { runUsage } from '../src/transcripts/run-usage.js';
+import { readTranscript } from '../src/transcripts/transcript.js';
 import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { tempDir } from './helpers/sandbox.js';
 
@@ -46,6 +48,34 @@ describe("each CLI's wait for its MCP server", () => {
     expect(configOf('gemini-cli', 'settings.json').mcpServers.a2rl.timeout).toBe(360_000);
     expect(configOf('qwen-code', 'mcp.json').mcpServers.a2rl.timeout).toBe(360_000);
     expect(configOf('opencode', 'opencode.json').mcp.a2rl).toMatchObject({ type: 'local', timeout: 360_000 });
+  });
+
+  it("Codex: with no --model, its catalog's default named and given its entry with the MCP tools first-class; a model the catalog does not know, as it is", () => {
+    const codex = agentKind('codex');
+    const told = codex.invocation({ ...context(120_000), model: undefined });
+    // The default the installed Codex's catalog names, which that catalog puts in code mode (test/agents.test.ts runs it).
+    expect(told.model).toMatch(/^gpt-/);
+    expect(told.args).toContain(`model=${JSON.stringify(told.model)}`);
+    expect(told.args).toContain('model_catalog_json="/runs/r/agent/home/.codex/a2rl-model-catalog.json"');
+    const catalog = JSON.parse(told.files.find((f) => f.path.endsWith('a2rl-model-catalog.json'))!.content);
+    expect(catalog.models).toHaveLength(1);
+    expect(catalog.models[0]).toMatchObject({
+      slug: told.model,
+      tool_mode: null,
+      use_responses_lite: false,
+      apply_patch_tool_type: null,
+      supports_search_tool: false,
+    });
+    // Its identity kept: the instructions its model was trained with.
+    expect(JSON.stringify(catalog.models[0])).toContain('You are Codex');
+    const scripted = codex.invocation(context(120_000));
+    expect(scripted.model).toBe('scripted-model');
+    expect(scripted.args.filter((arg) => arg.startsWith('model'))).toEqual([]);
+    expect(scripted.args.slice(scripted.args.indexOf('--model'), scripted.args.indexOf('--model') + 2)).toEqual([
+      '--model',
+      'scripted-model',
+    ]);
+    expect(scripted.files.map((f) => f.path)).toEqual(['/runs/r/agent/home/.codex/config.toml']);
   });
 
   it('OpenCode: only the a2rl tools allowed, its plugin install pre-seeded, a bare model served at $OPENAI_BASE_URL', () => {
@@ -103,6 +133,45 @@ describe("an agent CLI's version", () => {
     writeFileSync(silent, '#!/bin/sh\nexit 0\n');
     chmodSync(silent, 0o755);
     expect(() => versionOf(silent, agentKind('codex'))).toThrow(/printed nothing/);
+  });
+});
+
+describe('what a launch refuses before any run exists, saying what to do', () => {
+  it('a Codex whose model catalog cannot be read, and an --agent-arg naming the model, which the run would not record', () => {
+    const bin = tempDir('agent-launch-catalog-bin');
+    writeFileSync(join(bin, 'codex'), '#!/bin/sh\n[ "$1" = --version ] && { echo "codex-cli 0.171.0"; exit 0; }\nexit 1\n');
+    chmodSync(join(bin, 'codex'), 0o755);
+    const home = join(tempDir('agent-launch-catalog'), 'home');
+    const run = (...args: string[]) => {
+      const result = spawnSync(process.execPath, [cliEntry, '--home', home, '--init', 'run', '--task', 'micro-gsm8k', ...args], {
+        env: { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH}` },
+        encoding: 'utf8',
+      });
+      return { status: result.status, stderr: result.stderr.trim() };
+    };
+    expect(run('--agent', 'codex')).toEqual({
+      status: 3,
+      stderr: expect.stringMatching(/^a2rl: Cannot read the model catalog of .*codex \(debug models --bundled: .*\): reinstall Codex/),
+    });
+    expect(run('--agent', 'codex', '--agent-arg=-c', '--agent-arg=model="gpt-x"').stderr).toBe(
+      'a2rl: --agent-arg model="gpt-x" names codex\'s model, which the run would not record: give the model with --model.',
+    );
+    const store = new Store(join(home, 'store.sqlite'));
+    try {
+      expect(store.listRuns()).toEqual([]);
+    } finally {
+      store.close();
+    }
+    // Each CLI's own model options, alone or with their value; a Codex setting that only starts with "model" is no model.
+    const named = (agent: string, ...args: string[]) => agentKind(agent).modelArgument?.(args);
+    expect(named('codex', '-m', 'x')).toBe('-m');
+    expect(named('codex', '--config=model=x')).toBe('--config=model=x');
+    expect(named('codex', '--config', 'model = "x"')).toBe('model = "x"');
+    expect(named('codex', '-c', 'model_provider="p"', '-c', 'model_reasoning_effort="high"')).toBeUndefined();
+    expect(named('claude-code', '--model=opus')).toBe('--model=opus');
+    expect(named('gemini-cli', '-m', 'x')).toBe('-m');
+    expect(named('opencode', '--model', 'x')).toBe('--model');
+    expect(named('qwen-code', '-m', 'x')).toBe('-m');
   });
 });
 
@@ -181,15 +250,30 @@ describe('openhands (not yet run against the real CLI): what the launcher starts
           transport: 'http',
           headers: { Authorization: expect.stringMatching(/^Bearer [\w-]{43}$/) },
         });
-      // It had exactly the a2rl tools, and each call it made reached the run's server and succeeded.
-      const transcript = readFileSync(join(agentDir, 'transcript.jsonl'), 'utf8')
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line));
-      expect([...transcript[0].tools].sort()).toEqual(tools.map((tool) => tool.name).sort());
-      expect(transcript.filter((event) => event.type === 'tool_result').every((event) => !event.is_error)).toBe(true);
+      // It had exactly the a2rl tools (the stand-in's own first line), and each call it made reached the run's server and
+      // succeeded, as its transcript, read as OpenHands writes it, says.
+      const saved = readFileSync(join(agentDir, 'transcript.jsonl'), 'utf8');
+      expect([...JSON.parse(saved.slice(0, saved.indexOf('\n'))).tools].sort()).toEqual(tools.map((tool) => tool.name).sort());
+      const transcript = readTranscript('openhands', saved);
+      const calls = ['read_instructions', 'list_files', 'write_file', 'read_file', 'budget_status'];
+      expect(transcript.steps.filter((step) => step.kind === 'tool_call').map((step) => step.tool)).toEqual(calls);
+      expect(transcript.steps.filter((step) => step.kind === 'tool_result').map((step) => [step.tool, step.isError ?? false])).toEqual(
+        calls.map((call) => [call, false]),
+      );
       const store = new Store(join(home, 'store.sqlite'));
       try {
+        // Its tokens and dollars: the conversation stats it saved in its HOME, appended to its transcript when it exited
+        // (the stand-in counts six model responses, each 1000 prompt tokens, 400 of them cached, 50 completion tokens, $0.001).
+        expect(runUsage(store, run!.run_id)).toMatchObject({
+          model: 'openai/scripted-model',
+          turns: 6,
+          tool_calls: 5,
+          input_tokens: 6000,
+          cached_input_tokens: 2400,
+          output_tokens: 300,
+          cost_source: 'agent',
+        });
+        expect(runUsage(store, run!.run_id).cost_usd).toBeCloseTo(0.006, 9);
         expect(store.listEvents(run!.run_id, 'tool').map((event) => event.name)).toEqual([
           'read_instructions',
           'list_files',

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tools } from '../tools/index.js';
-import { agentKind, findExecutable } from '../src/launch/agents.js';
+import { agentKind, codexModelEntry, findExecutable } from '../src/launch/agents.js';
 import type { LaunchedRun } from '../src/launch/launcher.js';
 import { buildLeaderboard, runResults } from '../src/reports/leaderboard.js';
 import { Store } from '../src/store/store.js';
@@ -81,6 +81,14 @@ const clis = [
   },
 ] as const;
 
+/**
+ * The --model each CLI gets: none for Codex, as the README runs it, so it drives its catalog's default model (which
+ * that catalog puts in "code mode"), and the run records the model a2rl named for it.
+ */
+const modelArgs = (agent: string) => (agent === 'codex' ? [] : ['--model', 'scripted-model']);
+const driverModel = (agent: string) =>
+  agent === 'codex' ? codexModelEntry(findExecutable(agentKind('codex'))!, undefined).model : 'scripted-model';
+
 const home = tempDir('agents');
 /** The operator's own HOME, full of configuration that must never reach a benchmarked agent. */
 const operatorHome = tempDir('agents-operator');
@@ -156,7 +164,8 @@ async function launchAgent(
 ): Promise<Omit<Launch, 'requests' | 'stepsServed'>> {
   const args = [
     ...['--home', home, 'run', '--agent', agent, '--task', 'micro-gsm8k', '--transport', transport, '--json'],
-    ...['--model', 'scripted-model', '--budget', `wall=${options.wall},submissions=2`, '--grace', String(options.grace)],
+    ...modelArgs(agent),
+    ...['--budget', `wall=${options.wall},submissions=2`, '--grace', String(options.grace)],
     ...(agent === 'codex' ? codexProvider(url).map((arg) => `--agent-arg=${arg}`) : []),
   ];
   const child = spawn(process.execPath, [cliEntry, ...args], {
@@ -223,6 +232,8 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
           const scripted = launched.requests.filter((request) => request.scripted);
           expect(scripted.length).toBeGreaterThanOrEqual(15);
           for (const request of scripted) expect([...request.tools].sort()).toEqual([...cli.offered].sort());
+          // Codex, with no --model, drove the model the run records: its default, named by a2rl, its tools first-class.
+          if (cli.agent === 'codex') for (const request of scripted) expect(request.body.model).toBe(driverModel(cli.agent));
           // The whole script was played: every step got its request.
           expect(launched.stepsServed).toBe(15);
           // Nothing of the operator's own instructions, settings or MCP servers reached the model.
@@ -242,7 +253,12 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
             }
             expect(store.listSubmissions(run.run_id)).toHaveLength(1);
             const row = store.getRun(run.run_id)!;
-            expect(row).toMatchObject({ agent: cli.agent, driver_model: 'scripted-model', state: 'ended', infrastructure_failure: null });
+            expect(row).toMatchObject({
+              agent: cli.agent,
+              driver_model: driverModel(cli.agent),
+              state: 'ended',
+              infrastructure_failure: null,
+            });
           });
           // What the agent spent, read from the transcript it wrote: over stdio, the tokens the model API reported, summed
           // (no dollars: nobody prices "scripted-model"); a run stopped before the CLI wrote its totals says "unknown", never 0.
@@ -332,10 +348,13 @@ describe('real agent CLIs against scripted model APIs, jailed', { timeout: 600_0
         it(`${cli.agent} over ${transport}: exactly the a2rl tools, nothing of the operator's HOME`, async ({ expect }) => {
           const label = `manual-${cli.agent}-${transport}`;
           const where = transport === 'stdio' ? ['--task', 'micro-gsm8k', '--label', label] : ['--transport', 'http', '--url', mcpUrl];
-          const model = ['--model', 'scripted-model'];
-          const config = execFileSync(process.execPath, [cliEntry, '--home', home, 'agent-config', cli.agent, ...where, ...model], {
-            encoding: 'utf8',
-          });
+          const config = execFileSync(
+            process.execPath,
+            [cliEntry, '--home', home, 'agent-config', cli.agent, ...where, ...modelArgs(cli.agent)],
+            {
+              encoding: 'utf8',
+            },
+          );
           // The CLI a2rl run would start, by its absolute path: the script runs where it is not on PATH.
           expect(config).toContain(findExecutable(agentKind(cli.agent))!);
           const created =

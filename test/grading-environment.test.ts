@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Grader } from '../src/grading/grader.js';
-import { fullTierRuntimeTarget } from '../src/tasks/full-task.js';
+import { environmentSelection, fullTierRuntimeTarget, standinLibraries } from '../src/tasks/full-task.js';
 import type { Task } from '../src/tasks/task.js';
 import { tempDir } from './helpers/sandbox.js';
 
@@ -19,8 +19,9 @@ function runtimeWithUpstream(): string {
   return runtime;
 }
 
-function fullTask(runtime: string, shownStandIn: boolean, standins: string[] = ['web_agent_site']): Task {
+function fullTask(runtime: string, shownStandIn: boolean, standins: string[] = ['web_agent_site'], assets?: string): Task {
   return {
+    paths: { trainData: assets ? join(assets, 'data') : '/nowhere/data' },
     id: 'webshop',
     tier: 'full',
     graderVersion: '1+abc',
@@ -57,5 +58,33 @@ describe('a grade records the environment package it was played in', () => {
     const bare = tempDir('runtime-bare');
     expect(grader.version(fullTask(bare, false))).toBe('1+abc/env:web_agent_site=upstream:unknown');
     expect(grader.version(fullTask(bare, false, []))).toBe('1+abc');
+  });
+
+  it('records the data too: the hash of the assets manifest, so grades on other data files never mix', () => {
+    const assets = tempDir('assets');
+    writeFileSync(join(assets, 'manifest.json'), '{"files":{}}\n');
+    const one = grader.version(fullTask(tempDir('runtime-bare'), true, ['web_agent_site'], assets));
+    writeFileSync(join(assets, 'manifest.json'), '{"files":{"data/train.jsonl":{}}}\n');
+    const other = grader.version(fullTask(tempDir('runtime-bare'), true, ['web_agent_site'], assets));
+    expect(one).toMatch(/^1\+abc\/env:web_agent_site=stand-in;data=[0-9a-f]{12}$/);
+    expect(other).not.toBe(one);
+  });
+});
+
+describe('the environment package is chosen explicitly (A2RL_ENV_PACKAGES), never by what is installed', () => {
+  it('shows the stand-in by default, ahead of an installed upstream package, and none when upstream is asked for', () => {
+    const runtime = runtimeWithUpstream();
+    expect(environmentSelection(undefined)).toBe('standin');
+    expect(standinLibraries(['web_agent_site'], runtime, '/x/hflm', 'standin')).toEqual([
+      { name: 'web_agent_site', source: '/x/hflm/standins/web_agent_site' },
+    ]);
+    expect(standinLibraries(['web_agent_site'], runtime, '/x/hflm', 'upstream')).toEqual([]);
+  });
+
+  it('refuses upstream where the runtime lacks the package, and a selection it does not know, each saying what to do', () => {
+    expect(() => standinLibraries(['web_agent_site'], tempDir('runtime-bare'), '/x/hflm', 'upstream')).toThrow(
+      /has no web_agent_site package: install upstream's .* or unset A2RL_ENV_PACKAGES/,
+    );
+    expect(() => environmentSelection('real')).toThrow(/set it to standin or upstream/);
   });
 });

@@ -669,10 +669,10 @@ while not os.path.exists("done"):
     const noReplay = await a2rl(['run', '--agent', `replay:${join(lonely, 'missing.jsonl')}`, '--task', 'micro-gsm8k'], {}, lonely);
     expect(noReplay.code).toBe(3);
     expect(noReplay.stderr).toContain(`No replay file at ${join(lonely, 'missing.jsonl')}`);
-    // A folder the jail would show that holds the evaluation data is refused too.
-    const exposing = await a2rl(['run', '--agent', 'command:true', '--task', 'micro-gsm8k', `--agent-bind=${packageRoot}`], {}, lonely);
+    // A folder the jail would show that holds the store is refused too (one holding tasks/: test/agent-bind.test.ts).
+    const exposing = await a2rl(['run', '--agent', 'command:true', '--task', 'micro-gsm8k', `--agent-bind=${dirname(lonely)}`], {}, lonely);
     expect(exposing.code).toBe(6);
-    expect(exposing.stderr).toContain(`The agent's jail cannot show ${packageRoot}: it holds`);
+    expect(exposing.stderr).toContain(`The agent's jail cannot show ${dirname(lonely)}: it holds the store`);
     // a2rl's own variables (the admin token, the judge's key) are never passed on, named or not.
     const secret = await a2rl(['run', '--agent', 'command:true', '--task', 'micro-gsm8k', '--agent-env', 'A2RL_ADMIN_TOKEN'], {}, lonely);
     expect(secret.code).toBe(2); // bad input: the variable is named on the command line
@@ -704,7 +704,12 @@ describe('a2rl agent-config', () => {
         const shown = script
           .replace(findExecutable(kind)!, join('/path/to/a2rl-bench/.agents/node_modules/.bin', kind.executable!))
           .replaceAll(packageRoot, '/path/to/a2rl-bench')
-          .replaceAll(process.execPath, '/usr/bin/node');
+          .replaceAll(process.execPath, '/usr/bin/node')
+          // Codex's catalog entry for its model (90 KB, its instructions) is shown abridged.
+          .replace(
+            /^\{"models":\[\{"slug":("[^"]+").*\}$/m,
+            `{"models":[{"slug":$1, … its entry of Codex's catalog (90 KB), "tool_mode":null, …}]}`,
+          );
         expect(operating, `${agent} over ${transport}`).toContain(`\`\`\`sh\n${shown}\`\`\``);
       }
     }

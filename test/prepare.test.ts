@@ -12,8 +12,12 @@ import { tempDir } from './helpers/sandbox.js';
 describe('a2rl prepare --from a snapshot folder', () => {
   let hub: string;
   let home: string;
+  // A progress line at each file (A2RL_PROGRESS_SECONDS=0), so its output holds them whatever the machine's speed.
   const prepare = (into: string, ...args: string[]) =>
-    spawnSync('node', [cliEntry, '--home', into, 'prepare', ...args], { encoding: 'utf8' });
+    spawnSync('node', [cliEntry, '--home', into, 'prepare', ...args], {
+      encoding: 'utf8',
+      env: { ...process.env, A2RL_PROGRESS_SECONDS: '0' },
+    });
 
   beforeAll(() => {
     hub = writeFixtureHub();
@@ -31,6 +35,13 @@ describe('a2rl prepare --from a snapshot folder', () => {
       expect(result.stdout).toMatch(new RegExp(`${join(home, file)}\\t\\d+ bytes\\tsha256 [0-9a-f]{64}\\n`));
     }
     expect(result.stdout).toContain(join(home, 'models', 'a2rl-fixture--tiny-qwen2', 'model.safetensors'));
+    // Progress on stderr, one line a file here (src/util/progress.ts; its rate is tested in test/progress.test.ts).
+    const files = result.stdout.trim().split('\n');
+    const progress = result.stderr.split('\n').filter((line) => line.startsWith('  a2rl prepare gsm8k: '));
+    expect(progress).toHaveLength(files.length);
+    expect(progress.at(-1)).toMatch(
+      new RegExp(`^  a2rl prepare gsm8k: ${files.length} done, \\d+(s|m\\d\\ds) so far; wrote ${home}/\\S+$`),
+    );
     expect(readFileSync(join(home, 'assets', 'gsm8k', 'data', 'train.jsonl'), 'utf8').split('\n')).toHaveLength(6);
     await verifyAssets('gsm8k', home, fixtureModelId);
   });

@@ -8,7 +8,7 @@ import { analyzeRun, loadRunFacts } from '../src/reports/analysis.js';
 import { SafeDir } from '../src/util/safe-fs.js';
 import { codeSnapshotsOf, recordCodeSnapshot } from '../src/store/code-snapshots.js';
 import { exportRun } from '../src/reports/export.js';
-import { bootstrapCi, buildLeaderboard, leaderboardCsv, runResults, standardDeviation } from '../src/reports/leaderboard.js';
+import { bootstrapCi, buildLeaderboard, environmentOf, leaderboardCsv, runResults, standardDeviation } from '../src/reports/leaderboard.js';
 import { writeNarrative } from '../src/reports/narrative.js';
 import { cliEntry } from '../src/util/paths.js';
 import { Store } from '../src/store/store.js';
@@ -491,6 +491,26 @@ describe('leaderboard', () => {
     const [low, high] = bootstrapCi([0, 100, 0, 100, 0, 100, 0, 100]);
     expect(low).toBeLessThan(50);
     expect(high).toBeGreaterThan(50);
+  });
+
+  it('never mixes runs graded in different environments (stand-in or upstream package, data) in one row', () => {
+    const version = (env: string) => `1+abc/env:${env}/judge:rubric`;
+    expect(environmentOf(version('web_agent_site=stand-in;data=0123456789ab'))).toBe('web_agent_site=stand-in;data=0123456789ab');
+    expect(environmentOf('1+abc')).toBe('');
+    const run = (id: string, final: number, environment: string) => ({
+      ...{ run_id: id, agent: 'agent-x', driver_model: 'model-1', task: 'micro-gsm8k', final, baseline: 0, improvement: final },
+      ...{ success: false, infrastructure_failure: null, integrity: 'clean' as const, tokens: null, cost_usd: null, environment },
+    });
+    const rows = buildLeaderboard([
+      run('s1', 10, environmentOf(version('web_agent_site=stand-in'))),
+      run('s2', 20, environmentOf(version('web_agent_site=stand-in'))),
+      run('u1', 90, environmentOf(version('web_agent_site=upstream:webshop@0.4.2'))),
+    ]);
+    expect(rows.map((r) => [r.environment, r.runs, r.mean])).toEqual([
+      ['web_agent_site=upstream:webshop@0.4.2', 1, 90],
+      ['web_agent_site=stand-in', 2, 15],
+    ]);
+    expect(leaderboardCsv(rows)).toContain('micro-gsm8k (web_agent_site=stand-in)');
   });
 });
 

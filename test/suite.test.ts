@@ -67,6 +67,24 @@ backend: {sandbox: slurm}
     expect(errorOf('name: bad\ntasks: [micro-gsm8k]\nagents: [{agent: codex}, {agent: codex}]\n')).toContain('two agents are named codex');
     expect(errorOf('name: bad\ntasks: [micro-gsm8k]\nagents: [{agent: codex}]\nrepeat: 2\n')).toMatch(/Unrecognized key.*repeat/);
     expect(errorOf('name: [\n')).toContain('is not YAML or JSON');
+    expect(errorOf('name: bad\ntasks: [micro-gsm8k]\nagents: [{agent: codex, models: [{name: a, args: [-c, model=b]}]}]\n')).toContain(
+      'agents[0].models[0].args: model=b names the model, which the runs would not record; list it under models:',
+    );
+  });
+
+  it("resolves a command agent's leading ./ or ../ path from the suite file's folder, as it does replay: and bind:", () => {
+    const suite = loadSuite(
+      writeSuite(
+        dir,
+        "name: paths\ntasks: [micro-gsm8k]\nagents:\n  - {id: here, command: './agent.sh --fast', bind: [.]}\n  - {id: up, command: ../tools/agent}\n  - {id: path, command: python3 -m agent}\n",
+      ),
+    );
+    expect(suite.agents.map((agent) => agent.command)).toEqual([
+      `'${join(dir, 'agent.sh')}' --fast`,
+      `'${join(dir, '..', 'tools', 'agent')}'`,
+      'python3 -m agent',
+    ]);
+    expect(suite.agents[0]!.bind).toEqual([dir]);
   });
 });
 

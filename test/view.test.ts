@@ -1,13 +1,22 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { execFile, spawn } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import puppeteer, { type Browser, type BrowserContext, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Store } from '../src/store/store.js';
 import { getTask } from '../src/tasks/task.js';
+import { ViewData } from '../src/view/data.js';
+import { DiskAccounts } from '../src/view/disk.js';
+import { LiveFeed, type LiveStream } from '../src/view/live.js';
+import { RunStream } from '../src/view/streams.js';
+import { loginCode, type ViewSession, ViewSessions, viewToken as viewTokenOf } from '../src/view/token.js';
+import { createView } from '../src/view/worker-proxy.js';
+import type { View } from '../src/view/handler.js';
 import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { adminToken, type HttpServer, killServer, startHttpServer } from './helpers/http-server.js';
 import { call } from './helpers/mcp.js';
@@ -89,6 +98,14 @@ async function createRun(url: string): Promise<{ run_id: string; token: string }
   return (await response.json()) as { run_id: string; token: string };
 }
 
+/** One Chromium for the file's tests (each block in a browser context of its own): a launch costs seconds. */
+let launched: Promise<Browser> | undefined;
+const chromium = () =>
+  (launched ??= puppeteer.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-gpu'] }));
+afterAll(async () => {
+  await (await launched)?.close();
+});
+
 /** The text of each body row's cells of a page's table. */
 const tableCells = (page: Page, selector: string): Promise<string[][]> =>
   page.$$eval(`${selector} tbody tr`, (rows) => rows.map((row) => [...row.querySelectorAll('td')].map((td) => td.textContent!.trim())));
@@ -96,7 +113,7 @@ const tableCells = (page: Page, selector: string): Promise<string[][]> =>
 describe('the live web view (/view)', () => {
   let home: string;
   let server: HttpServer;
-  let browser: Browser;
+  let context: BrowserContext;
   let page: Page;
   let viewToken: string;
   let run: { run_id: string; token: string };
@@ -116,14 +133,14 @@ describe('the live web view (/view)', () => {
         requestInit: { headers: { Authorization: `Bearer ${run.token}` } },
       }),
     );
-    browser = await puppeteer.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-gpu'] });
-    page = await browser.newPage();
+    context = await (await chromium()).createBrowserContext();
+    page = await context.newPage();
     await page.setViewport({ width: 1280, height: 800 });
   });
 
   afterAll(async () => {
     await client?.close();
-    await browser?.close();
+    await context?.close();
     if (server) await killServer(server);
   });
 
@@ -136,11 +153,11 @@ describe('the live web view (/view)', () => {
       expect(await refused.text()).toContain('a2rl view-token');
     }
     expect((await fetch(`${server.url}/view/runs/${run.run_id}/live`)).status).toBe(401);
-    const byRunToken = await page.goto(`${server.url}/view?token=${encodeURIComponent(run.token)}`);
-    expect(byRunToken!.status()).toBe(401);
-    expect(await page.$eval('#error', (e) => e.textContent)).toContain('Run tokens and the admin token never do');
+    const inUrl = await page.goto(`${server.url}/view?token=${encodeURIComponent(viewToken)}`);
+    expect(inUrl!.status()).toBe(401);
+    expect(await page.$eval('#error', (e) => e.textContent)).toContain('takes no token in its URL');
 
-    const opened = await page.goto(`${server.url}/view?token=${encodeURIComponent(viewToken)}`);
+    const opened = await page.goto((await cli(home, ['view-token', '--link', server.url])).trim());
     expect(opened!.status()).toBe(200);
     expect(page.url()).toBe(`${server.url}/view`);
     expect(await page.$$eval('#runs tbody tr', (rows) => rows.map((r) => r.getAttribute('data-run')))).toEqual(
@@ -215,9 +232,10 @@ describe('the live web view (/view)', () => {
     expect(await article!.$eval('pre.log', (pre) => pre.textContent)).toMatch(new RegExp(`step ${later}/40 loss`));
     expect(await article!.$('.chart canvas')).not.toBeNull();
     await page.screenshot({ path: join(artifacts, 'run.png'), fullPage: false });
-    // The static report link: the run's export, written when opened, its report served as a page.
-    const report = await page.goto(`${server.url}/view/runs/${run.run_id}/export/report.html`);
+    // The static report: the run's export, written when its button is pressed, its report served as a page.
+    const [report] = await Promise.all([page.waitForNavigation(), page.click('form.links button')]);
     expect(report!.status()).toBe(200);
+    expect(page.url()).toBe(`${server.url}/view/runs/${run.run_id}/export/report.html`);
     expect(await page.$eval('h1', (h1) => h1.textContent)).toBe(`Run ${run.run_id}`);
     await page.goto(`${server.url}/view/runs/${run.run_id}`);
     await page.setViewport({ width: 390, height: 844 });
@@ -249,14 +267,22 @@ describe('the live web view (/view)', () => {
     });
     try {
       let stderr = '';
-      const url = await new Promise<string>((resolve, reject) => {
+      const [url, link] = await new Promise<string[]>((resolve, reject) => {
         alone.stderr!.on('data', (chunk: Buffer) => {
           stderr += chunk;
-          const match = /view at (http:\/\/127\.0\.0\.1:\d+)\/view/.exec(stderr);
-          if (match) resolve(match[1]!);
+          const match = /view at (http:\/\/127\.0\.0\.1:\d+)\/view; log in within a minute at (\S+)/.exec(stderr);
+          if (match) resolve([match[1]!, match[2]!]);
         });
         alone.once('exit', (code) => reject(new Error(`a2rl view exited with ${code}: ${stderr}`)));
       });
+      // The login link it prints opens a session, once.
+      const login = await fetch(link!, { redirect: 'manual' });
+      expect([login.status, login.headers.get('location'), login.headers.get('set-cookie')]).toEqual([
+        303,
+        '/view',
+        expect.stringMatching(/^a2rl_view_\d+=[\w-]{40,}; Path=\/view; HttpOnly; SameSite=Strict$/),
+      ]);
+      expect((await fetch(link!, { redirect: 'manual' })).status).toBe(401);
       const opened = await fetch(`${url}/view`, { headers: { Authorization: `Bearer ${viewToken}` } });
       expect(opened.status).toBe(200);
       expect(await opened.text()).toContain(`data-run="${run.run_id}"`);
@@ -273,5 +299,405 @@ describe('the live web view (/view)', () => {
       (error: { stderr: string }) => error.stderr,
     );
     expect(refused).toContain('A2RL_VIEW_TOKEN is the admin token');
+  });
+});
+
+describe("the view's login, CSRF and Origin checks, and the report under its CSP", () => {
+  let home: string;
+  let store: Store;
+  let view: View;
+  let server: Server;
+  let url: string;
+  let token: string;
+  let context: BrowserContext;
+  let page: Page;
+  /** Another site's pages, on another port of 127.0.0.1 (the same site to a browser's SameSite rules). */
+  let other: Server;
+  let otherUrl: string;
+  const exported = () => existsSync(join(home, 'view-exports', 'seed-a1'));
+
+  beforeAll(async () => {
+    home = tempDir('view-auth');
+    seedEndedRuns(home);
+    store = new Store(join(home, 'store.sqlite'));
+    token = viewTokenOf(home);
+    // The view as serve --http and a2rl view mount it (its worker thread), on a port of its own.
+    view = createView({ store, home, token, diskQuotaBytes: 2 ** 30 });
+    server = createServer((req, res) => void view.handle(req, res, new URL(req.url ?? '/', 'http://localhost')));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    other = createServer((req, res) => {
+      const target = `${url}/view/runs/seed-a1/export`;
+      // Another site's forms: a POST with a guessed CSRF token, and a GET of the report (which must not write it).
+      const form =
+        req.url === '/post'
+          ? `<form method="post" action="${target}"><input name="csrf" value="guessed"><button>Win a prize</button></form>`
+          : `<form method="get" action="${target}/report.html"><button>Win a prize</button></form>`;
+      res.writeHead(200, { 'Content-Type': 'text/html' }).end(`<!doctype html>${form}`);
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    otherUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    context = await (await chromium()).createBrowserContext();
+    page = await context.newPage();
+  });
+
+  afterAll(async () => {
+    await context?.close();
+    other?.close();
+    server?.close();
+    server?.closeAllConnections();
+    view?.close();
+    store?.close();
+  });
+
+  it('a login link opens a session once, within a minute, and leaves no credential in the URL, history or a cookie a script reads', async () => {
+    const link = `${url}/view?code=${loginCode(token)}`;
+    const opened = await page.goto(link);
+    expect(opened!.status()).toBe(200);
+    expect(page.url()).toBe(`${url}/view`);
+    const cookie = (await page.cookies()).find((c) => c.name === `a2rl_view_${new URL(url).port}`)!;
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/view' });
+    expect(cookie.value).not.toContain(token);
+    expect(await page.evaluate(() => document.cookie)).toBe('');
+    const cdp = await page.createCDPSession();
+    const history = (await cdp.send('Page.getNavigationHistory')).entries.map((entry) => entry.url);
+    expect(history.filter((url) => url.includes('code=') || url.includes(token))).toEqual([]);
+    await cdp.detach();
+
+    // The same link again, by this browser still logged in: just its page; by another (no session): refused.
+    const again = await page.goto(link);
+    expect([again!.status(), page.url()]).toEqual([200, `${url}/view`]);
+    const other = await (await chromium()).createBrowserContext();
+    const stranger = await other.newPage();
+    const reused = await stranger.goto(link);
+    expect(reused!.status()).toBe(401);
+    expect(await stranger.$eval('#error', (e) => e.textContent)).toContain('was used already');
+    await stranger.waitForFunction(() => !location.search.includes('code='));
+    await other.close();
+
+    const refusal = async (query: string, headers: Record<string, string> = {}) => {
+      const answer = await fetch(`${url}/view?${query}`, { headers, redirect: 'manual' });
+      return `${answer.status} ${await answer.text()}`;
+    };
+    expect(await refusal(`code=${loginCode(token, Date.now() - 61_000)}`)).toMatch(/^401 [^]*expired/);
+    expect(await refusal(`code=${loginCode('not-the-view-token')}`)).toMatch(/^401 [^]*not one this server made/);
+    expect(await refusal('', { Cookie: `a2rl_view_${new URL(url).port}=a-session-the-server-never-made` })).toMatch(
+      /^401 [^]*session ended/,
+    );
+    // A script's bearer header still opens it.
+    expect(await refusal('', { Authorization: `Bearer ${token}` })).toMatch(/^200 /);
+    // A live stream asked for by another port's page (a browser says `same-site`) or another site's: refused.
+    for (const site of ['same-site', 'cross-site']) {
+      const answer = await fetch(`${url}/view/live`, { headers: { Authorization: `Bearer ${token}`, 'Sec-Fetch-Site': site } });
+      expect(`${answer.status} ${await answer.text()}`).toMatch(/^403 [^]*not from the view/);
+    }
+  });
+
+  it('ends a session after 12 h unused, or 7 days after its login however used', () => {
+    const sessions = new ViewSessions(token);
+    const login = Date.parse('2026-01-01T00:00:00Z');
+    const hour = 3600_000;
+    const idle = sessions.redeem(loginCode(token, login), login) as ViewSession;
+    expect(sessions.get(idle.id, login + 11 * hour)).toBeDefined();
+    expect(sessions.get(idle.id, login + 22 * hour)).toBeDefined();
+    expect(sessions.get(idle.id, login + 34 * hour + 1)).toBeUndefined();
+    const busy = sessions.redeem(loginCode(token, login), login) as ViewSession;
+    for (let t = login; t < login + 7 * 24 * hour; t += 6 * hour) expect(sessions.get(busy.id, t)).toBeDefined();
+    expect(sessions.get(busy.id, login + 7 * 24 * hour)).toBeUndefined();
+  });
+
+  // On plain HTTP that port still receives the session cookie (cookies ignore ports): only a TLS proxy keeps it from it.
+  it("another 127.0.0.1 port's form cannot make the view write an export; the view's own button does, and the report's search runs under its CSP", async () => {
+    const pressOn = async (at: Page, url: string) => {
+      await at.goto(url);
+      const [answer] = await Promise.all([at.waitForNavigation(), at.click('button')]);
+      return { status: answer!.status(), error: await at.$eval('#error', (e) => e.textContent).catch(() => '') };
+    };
+    const forged = await pressOn(page, `${otherUrl}/post`);
+    expect(forged.status).toBe(403);
+    expect(forged.error).toContain('not from the view');
+    const fetched = await pressOn(page, `${otherUrl}/get`);
+    expect(fetched.status).toBe(404);
+    expect(fetched.error).toContain('Write the export');
+    expect(exported()).toBe(false);
+    // From the view's own page (its Origin) but without the session's CSRF token: refused too.
+    await page.goto(`${url}/view/runs/seed-a1`);
+    const withoutToken = await page.evaluate(
+      async () => (await fetch(`${location.pathname}/export`, { method: 'POST', body: new URLSearchParams({ csrf: 'guessed' }) })).status,
+    );
+    expect(withoutToken).toBe(403);
+    expect(exported()).toBe(false);
+
+    const console: string[] = [];
+    page.on('console', (message) => console.push(message.text()));
+    const [report] = await Promise.all([page.waitForNavigation(), page.click('form.links button')]);
+    expect(report!.status()).toBe(200);
+    expect(page.url()).toBe(`${url}/view/runs/seed-a1/export/report.html`);
+    expect(existsSync(join(home, 'view-exports', 'seed-a1', 'report.js'))).toBe(true);
+    const scriptSources = report!
+      .headers()
+      ['content-security-policy']!.split(';')
+      .find((d) => d.trim().startsWith('script-src'));
+    expect(scriptSources?.trim()).toBe("script-src 'self'");
+    const total = await page.$$eval('#timeline-entries > li', (entries) => entries.length);
+    await page.type('#timeline-search', 'submit_artifact');
+    await page.waitForFunction(() => document.getElementById('timeline-count')!.textContent!.includes('match'));
+    const [, shown, of] = /^(\d+) of (\d+) entries match$/.exec((await page.$eval('#timeline-count', (e) => e.textContent))!)!.map(Number);
+    expect(of).toBe(total);
+    expect(shown).toBeGreaterThan(0);
+    expect(shown).toBeLessThan(total);
+    expect(console.filter((text) => /Content Security Policy|Refused to/i.test(text))).toEqual([]);
+  });
+
+  it('a live page whose session ended stops, asking to log in again, rather than reconnecting for ever', async () => {
+    await page.goto(`${url}/view/runs/seed-a1`);
+    await page.waitForFunction(() => document.getElementById('live-state')!.textContent === 'live', { timeout: 15_000 });
+    // The session gone (as after a restart of the server) and the connection dropped.
+    await context.deleteCookie(...(await context.cookies()));
+    server.closeAllConnections();
+    await page.waitForFunction(() => document.getElementById('live-state')!.textContent!.includes('log in again'), { timeout: 15_000 });
+  });
+});
+
+describe("one live connection's channels", () => {
+  it('a channel whose push fails ends alone, saying so to its tab; the others go on', async () => {
+    const home = tempDir('view-channels');
+    seedEndedRuns(home);
+    const store = new Store(join(home, 'store.sqlite'));
+    const feed = new LiveFeed(store.db);
+    let pushes = 0;
+    const failing: LiveStream = {
+      after: 0,
+      push: () => Promise.reject(new Error('its run is gone')),
+    };
+    const working: LiveStream = {
+      after: 0,
+      push: async (_batch, send) => send('pushed', ++pushes),
+    };
+    const server = createServer(
+      (_req, res) =>
+        void feed.start(
+          res,
+          new Map([
+            ['bad', failing],
+            ['good', working],
+          ]),
+        ),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const response = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+      const messages: Array<{ ch: string; event: string; data: unknown }> = [];
+      let text = '';
+      for await (const chunk of response.body!.pipeThrough(new TextDecoderStream())) {
+        text += chunk;
+        const blocks = text.split('\n\n');
+        text = blocks.pop()!;
+        for (const block of blocks) if (block.startsWith('data: ')) messages.push(JSON.parse(block.slice(6)));
+        // Pushes to the working channel after the failure: the connection went on (catch-up, then ticks).
+        if (messages.filter((m) => m.ch === 'good').length >= 3) break;
+      }
+      expect(messages.filter((m) => m.ch === 'good').length).toBe(3);
+      expect(messages.filter((m) => m.ch === 'bad')).toEqual([
+        { ch: 'bad', event: 'failed', data: { message: 'The live view stopped: its run is gone. Reload the page.' } },
+      ]);
+    } finally {
+      feed.close();
+      server.closeAllConnections();
+      server.close();
+      store.close();
+    }
+  });
+
+  it("tells a page once a finished job's log was read whole, so its live URL stops naming that job", async () => {
+    const home = tempDir('view-done');
+    seedEndedRuns(home);
+    const store = new Store(join(home, 'store.sqlite'));
+    const job = store.insertJob(
+      {
+        run_id: 'seed-a1',
+        kind: 'training',
+        command: 'python3 train.py',
+        resources: '{}',
+        charged: 1,
+        episodes_requested: 0,
+        owner: '0-0',
+        created_at: 0,
+      },
+      join(home, 'logs'),
+    );
+    mkdirSync(dirname(job.log_path), { recursive: true });
+    writeFileSync(job.log_path, 'step 1 loss 0.9\nstep 2 loss 0.7\n');
+    store.finishJob(job.id, {
+      state: 'succeeded',
+      reason: null,
+      exit_code: 0,
+      signal: null,
+      cpu_s: 1,
+      gpu_s: 0,
+      episodes_done: null,
+      result: null,
+      ended_at: 1,
+    });
+    const stream = new RunStream(new ViewData(store, new DiskAccounts(2 ** 30)), 'seed-a1', 0, new Map([[job.id, 16]]));
+    const sent: Array<[string, unknown]> = [];
+    const push = () => stream.push({ events: [], newRuns: [] }, (event, data) => void sent.push([event, data]));
+    await push();
+    expect(sent).toEqual([['log', { id: job.id, next: 32, text: 'step 2 loss 0.7\n', skipped: 0, points: [[2, 0.7]], done: true }]]);
+    await push();
+    expect(sent).toHaveLength(1);
+    store.close();
+  });
+});
+
+describe('ten tabs of the view, one live connection (issue 51)', () => {
+  // `a2rl view` alone on a store this test writes as a server does: a run's events, a new run, a job's log.
+  let home: string;
+  let store: Store;
+  let view: ReturnType<typeof spawn>;
+  let url: string;
+  let browser: Browser;
+  let logPath: string;
+  const runId = 'tabs-run';
+
+  const appendLog = (from: number, to: number) =>
+    appendFileSync(
+      logPath,
+      Array.from({ length: to - from + 1 }, (_, i) => `step ${from + i}/900 loss ${(1 / (from + i)).toFixed(4)}\n`).join(''),
+    );
+  const addRun = (id: string) =>
+    store.insertRun({
+      id,
+      task_id: task.id,
+      label: 'tabs',
+      budget: JSON.stringify({ wallSeconds: 1200, computeSeconds: 1200, submissions: 5, rolloutEpisodes: 1000 }),
+      dir: join(home, 'runs', id),
+      sandbox: 'bwrap',
+      grader_version: task.graderVersion,
+      owner: '0-0',
+      created_at: Date.now(),
+    });
+  const event = (run: string, kind: string, name: string, data: unknown) =>
+    store.insertEvent({ run_id: run, at: Date.now(), t_rel_ms: 1000, kind, name, data: JSON.stringify(data) });
+  /** Until `ready` holds in each page: polled on a timer, as a background tab draws no frames (the default polling's clock). */
+  const waitAll = (pages: Page[], ready: () => unknown) =>
+    Promise.all(pages.map((p) => p.waitForFunction(ready, { timeout: 15_000, polling: 100 })));
+
+  beforeAll(async () => {
+    home = tempDir('view-tabs');
+    seedEndedRuns(home);
+    store = new Store(join(home, 'store.sqlite'));
+    addRun(runId);
+    const job = store.insertJob(
+      {
+        run_id: runId,
+        kind: 'training',
+        command: 'python3 train.py',
+        resources: '{}',
+        charged: 0,
+        episodes_requested: 0,
+        owner: '0-0',
+        created_at: Date.now(),
+      },
+      join(home, 'runs', runId, 'logs'),
+      (path) => {
+        mkdirSync(dirname(path), { recursive: true });
+        logPath = path;
+        writeFileSync(path, '');
+      },
+    );
+    expect(job.state).toBe('running');
+    appendLog(1, 200);
+    view = spawn(process.execPath, [cliEntry, 'view', '--port', '0'], {
+      env: { ...process.env, A2RL_HOME: home },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    [url, browser] = await Promise.all([
+      new Promise<string>((resolve, reject) => {
+        let stderr = '';
+        view.stderr!.on('data', (chunk: Buffer) => {
+          stderr += chunk;
+          const match = /(http:\/\/127\.0\.0\.1:\d+)\/view/.exec(stderr);
+          if (match) resolve(match[1]!);
+        });
+        view.once('exit', (code) => reject(new Error(`a2rl view exited with ${code}: ${stderr}`)));
+      }),
+      puppeteer.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-gpu'] }),
+    ]);
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    view?.kill('SIGTERM');
+    store?.close();
+  });
+
+  it('streams to all ten (runs pages, filtered too, run pages, leaderboards), and a filtered page drops a run that leaves its filter', async () => {
+    const paths = [
+      '/view',
+      '/view',
+      '/view?state=active',
+      '/view?state=active',
+      `/view/runs/${runId}`,
+      `/view/runs/${runId}`,
+      `/view/runs/${runId}`,
+      `/view/runs/${runId}`,
+      '/view/leaderboard',
+      '/view/leaderboard',
+    ];
+    const first = await browser.newPage();
+    // The login link's code becomes this browser's session cookie, which every tab and the shared worker send.
+    await first.goto(`${url}/view?code=${loginCode(viewTokenOf(home))}`);
+    const tabs = [first, ...(await Promise.all(paths.slice(1).map(() => browser.newPage())))];
+    // Three tabs as a browser without SharedWorker sees the view: they elect a leader that shares its connection.
+    const withoutSharedWorker = [3, 5, 9];
+    await Promise.all(
+      withoutSharedWorker.map((i) => tabs[i]!.evaluateOnNewDocument(() => void delete (window as { SharedWorker?: unknown }).SharedWorker)),
+    );
+    await Promise.all(tabs.map((tab, i) => tab.goto(`${url}${paths[i]}`)));
+    expect(await Promise.all(tabs.map((tab) => tab.evaluate(() => 'SharedWorker' in window)))).toEqual(
+      tabs.map((_, i) => !withoutSharedWorker.includes(i)),
+    );
+    await waitAll(tabs, () => document.getElementById('live-state')?.textContent === 'live');
+    const [runsPages, filtered, runPages, boards] = [tabs.slice(0, 2), tabs.slice(2, 4), tabs.slice(4, 8), tabs.slice(8)];
+    expect(await filtered[0]!.$$eval('#runs tbody tr', (rows) => rows.map((r) => r.getAttribute('data-run')))).toEqual([runId]);
+    // What each tab shows now is marked, so a re-rendered leaderboard is told from the first.
+    await Promise.all(boards.map((tab) => tab.$eval('#board table', (table) => table.setAttribute('data-first', ''))));
+
+    event(runId, 'tool', 'list_files', { arguments: { path: 'tabs-marker' }, result: {}, duration_ms: 2 });
+    addRun('tabs-new');
+    event('tabs-new', 'run', 'created', {});
+    await Promise.all([
+      waitAll(runPages, () => document.querySelector('#tools tbody tr')?.textContent?.includes('tabs-marker')),
+      waitAll([...runsPages, ...filtered], () => document.querySelector('#runs tr[data-run="tabs-new"]') !== null),
+    ]);
+
+    store.endRun('tabs-new', 'the agent disconnected', Date.now());
+    event('tabs-new', 'run', 'ended', { reason: 'the agent disconnected' });
+    await Promise.all([
+      waitAll(filtered, () => document.querySelector('#runs tr[data-run="tabs-new"]') === null),
+      waitAll(runsPages, () => document.querySelector('#runs tr[data-run="tabs-new"] .state')?.textContent === 'ended'),
+      waitAll(boards, () => document.querySelector('#board table') !== null && !document.querySelector('#board table[data-first]')),
+    ]);
+    expect(await filtered[1]!.$$eval('#runs tbody tr', (rows) => rows.map((r) => r.getAttribute('data-run')))).toEqual([runId]);
+    await Promise.all(tabs.slice(1).map((tab) => tab.close()));
+  });
+
+  it("opens a job's log at its newest line and keeps it there while following, unless the reader scrolled up", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${url}/view/runs/${runId}`);
+    await page.waitForFunction(() => document.getElementById('live-state')?.textContent === 'live');
+    const log = 'article.job pre.log';
+    const atBottom = () =>
+      page.$eval(log, (pre) => pre.scrollHeight > pre.clientHeight && pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4);
+    expect(await page.$eval(log, (pre) => pre.textContent!.trimEnd().split('\n').at(-1))).toBe('step 200/900 loss 0.0050');
+    expect(await atBottom()).toBe(true);
+    appendLog(201, 230);
+    await page.waitForFunction((sel) => document.querySelector(sel)!.textContent!.includes('step 230/900'), { timeout: 15_000 }, log);
+    expect(await atBottom()).toBe(true);
+    await page.$eval(log, (pre) => void (pre.scrollTop = 0));
+    appendLog(231, 260);
+    await page.waitForFunction((sel) => document.querySelector(sel)!.textContent!.includes('step 260/900'), { timeout: 15_000 }, log);
+    expect(await page.$eval(log, (pre) => pre.scrollTop)).toBe(0);
   });
 });

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { type Command } from 'commander';
 import { A2rlError } from '../util/errors.js';
 import { packageRoot, tasksRoot } from '../util/paths.js';
-import { startWaiting } from '../util/progress.js';
+import { startProgress } from '../util/progress.js';
 import { writeBundle } from './gpu-bundle.js';
 import type { CliContext } from './options.js';
 
@@ -50,20 +50,24 @@ export function addPrepareCommand(program: Command, context: CliContext): void {
         if (options.model) args.push('--model', options.model);
         if (options.from) args.push('--from', resolve(options.from));
         // The module prints each file it wrote (path, bytes, sha256) and its refusals itself; downloads between them
-        // can take minutes, so a waiting line says the work is alive. Unbuffered: each line as it is printed, not all
+        // can take minutes, so progress lines say the work is alive. Unbuffered: each line as it is printed, not all
         // at exit (a pipe is no terminal). No progress bars: their \r redraws would each be a line of their own here.
         const child = spawn(fullTierPython, args, {
           stdio: ['ignore', 'pipe', 'pipe'],
           env: { ...process.env, PYTHONPATH: tasksRoot, PYTHONUNBUFFERED: '1', HF_HUB_DISABLE_PROGRESS_BARS: '1', TQDM_DISABLE: '1' },
         });
-        const waiting = startWaiting(`a2rl prepare ${task}`);
-        createInterface({ input: child.stdout }).on('line', (line) => waiting.print(line, process.stdout));
-        createInterface({ input: child.stderr }).on('line', (line) => waiting.print(line));
+        const progress = startProgress(`a2rl prepare ${task}`, undefined);
+        createInterface({ input: child.stdout }).on('line', (line) => {
+          progress.print(line, process.stdout);
+          // Each line is a file written (path, bytes, sha256): the progress counts them.
+          progress.tick(`wrote ${line.split('\t')[0]}`);
+        });
+        createInterface({ input: child.stderr }).on('line', (line) => progress.print(line));
         const [status, error] = await new Promise<[number | null, Error?]>((resolve) => {
           child.once('error', (failed) => resolve([null, failed]));
           child.once('close', (code) => resolve([code]));
         });
-        waiting.stop();
+        progress.stop();
         if (error) throw new A2rlError('INTERNAL', `could not start ${fullTierPython}: ${error.message}`);
         process.exitCode = status ?? 1;
       },

@@ -3,7 +3,7 @@ import { serverName } from '../launch/agents.js';
 import { connectFromMcpConfig, connectHttp, connectStdio } from '../launch/client.js';
 import { loadReplay, playReplay } from '../launch/replay.js';
 import { A2rlError } from '../util/errors.js';
-import { type Progress, startWaiting } from '../util/progress.js';
+import { type Progress, startProgress } from '../util/progress.js';
 import { budgetOption, type CliContext, taskOption } from './options.js';
 
 /** `a2rl replay`: a scripted replay through a real MCP client. */
@@ -51,22 +51,23 @@ export function addReplayCommand(program: Command, { home }: CliContext): void {
           : options.url
             ? await connectHttp(options.url, token!, 'a2rl-replay')
             : await connectFromMcpConfig(options.mcpConfig!, serverName, 'a2rl-replay');
-        // stdout is the steps' JSON lines; the wait of a long step (a job, a grading) shows on stderr.
-        let waiting: Progress | undefined;
+        // stdout is the steps' JSON lines; how far the replay is (a long step: a job, a grading) shows on stderr.
+        let progress: Progress | undefined;
         try {
           await playReplay(client, replay, {
             onStep: (step, index, total) => {
-              waiting = startWaiting(`[${index + 1}/${total}] line ${step.line} ${step.tool}`);
+              progress ??= startProgress('a2rl replay', total);
+              progress.note(`step ${index + 1}, line ${step.line}: ${step.tool}`);
             },
             onResult: (outcome) => {
-              waiting?.stop();
+              progress?.tick();
               process.stdout.write(
                 `${JSON.stringify({ line: outcome.step.line, tool: outcome.step.tool, ok: !outcome.isError, calls: outcome.calls, duration_ms: outcome.durationMs })}\n`,
               );
             },
           });
         } finally {
-          waiting?.stop();
+          progress?.stop();
           await client.close();
         }
       },

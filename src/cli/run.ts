@@ -5,6 +5,7 @@ import { agentKind, findExecutable } from '../launch/agents.js';
 import { checkAgentEnvName } from '../launch/environment.js';
 import { jailedAgentPaths, launchRuns, type LaunchOptions } from '../launch/launcher.js';
 import { createLogger } from '../util/logger.js';
+import { startProgress } from '../util/progress.js';
 import {
   addJudgeOptions,
   addSandboxOptions,
@@ -107,6 +108,9 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
         sandbox: options.sandbox,
         backendSettings: backendSettings(options),
       });
+      // The agents may work for the whole wall clock in silence: the time so far on stderr (a counting line on a
+      // terminal, else a line every few seconds), the launcher's own lines above it.
+      const progress = startProgress(`a2rl run ${options.task}`, undefined);
       try {
         const results = await launchRuns(engine, {
           ...options,
@@ -120,8 +124,9 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
             ...searchArgs(options),
             ...(options.gpus ? ['--gpus', options.gpus.join(',')] : []),
           ],
-          onLine: (line) => process.stderr.write(`a2rl run: ${line}\n`),
+          onLine: (line) => progress.print(`a2rl run: ${line}`),
         });
+        progress.stop();
         process.stdout.write(
           options.json
             ? `${JSON.stringify(results, null, 2)}\n`
@@ -138,6 +143,7 @@ export function addRunCommand(program: Command, { home }: CliContext): void {
           process.stderr.write(`a2rl run: run ${run.run_id}: infrastructure failure, not counted: ${run.infrastructure_failure}\n`);
         if (failed.length > 0) process.exitCode = 1;
       } finally {
+        progress.stop();
         await engine.close();
       }
     },

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Store } from '../store/store.js';
 import { A2rlError } from '../util/errors.js';
 import { serveView } from '../view/server.js';
-import { viewToken, viewTokenEnv } from '../view/token.js';
+import { loginCode, viewToken, viewTokenEnv } from '../view/token.js';
 import { type CliContext, portOption } from './options.js';
 
 /** `a2rl view` (the live web view of a home no `serve --http` serves) and `a2rl view-token`. */
@@ -42,7 +42,22 @@ export function addViewCommands(program: Command, { home }: CliContext): void {
     .description(
       `print the operator's token that opens the web view (made on first use in $A2RL_HOME/view-token, or $${viewTokenEnv}); run tokens never open it`,
     )
-    .action(() => {
-      process.stdout.write(`${viewToken(home())}\n`);
+    .option(
+      '--link [server url]',
+      'print a login link for a browser instead (it works once, within a minute; default server http://127.0.0.1:8700, serve --http)',
+    )
+    .action((options: { link?: string | true }) => {
+      if (options.link === undefined) return void process.stdout.write(`${viewToken(home())}\n`);
+      const server = options.link === true ? 'http://127.0.0.1:8700' : options.link;
+      let base: URL;
+      try {
+        base = new URL(server);
+      } catch {
+        throw new A2rlError('INVALID_INPUT', `--link ${server} is not a URL; give the server's, as http://127.0.0.1:8701.`);
+      }
+      if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+        throw new A2rlError('INVALID_INPUT', `--link ${server} is not an http(s) URL; give the server's, as http://127.0.0.1:8701.`);
+      }
+      process.stdout.write(`${base.origin}/view?code=${loginCode(viewToken(home()))}\n`);
     });
 }

@@ -1,4 +1,6 @@
-import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { accessSync, constants, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
 import type { ModelActivity } from '../transcripts/model-activity.js';
 import type { TranscriptText } from '../transcripts/json-lines.js';
@@ -6,6 +8,7 @@ import { claudeCodeTranscript } from '../transcripts/readers/claude-code.js';
 import { codexTranscript } from '../transcripts/readers/codex.js';
 import { geminiCliTranscript } from '../transcripts/readers/gemini-cli.js';
 import { openCodeTranscript } from '../transcripts/readers/opencode.js';
+import { openHandsStatsLines, openHandsTranscript } from '../transcripts/readers/openhands.js';
 import { qwenCodeTranscript } from '../transcripts/readers/qwen-code.js';
 import { A2rlError } from '../util/errors.js';
 import { cliEntry, packageRoot } from '../util/paths.js';
@@ -58,6 +61,8 @@ export interface AgentInvocation {
   files: AgentFile[];
   /** Host paths the agent reads beside its installation, shown read-only in its jail. */
   readOnly?: string[];
+  /** The model the agent was told to drive it, recorded with the run when the operator named none. */
+  model?: string;
 }
 
 export interface AgentKind {
@@ -78,12 +83,32 @@ export interface AgentKind {
   environment: readonly string[];
   /** Its provider's hosted API, which its jail's proxy lets it reach on 443 beside the URLs it was given. */
   apiHosts?: readonly string[];
+  /**
+   * The `--agent-arg` that names its model, if any: refused, since it would override the model the launcher gives
+   * it (`--model`, or the default it names) and the run would record the wrong one.
+   */
+  modelArgument?(args: readonly string[]): string | undefined;
+  /**
+   * Checks that read its executable, made before any run exists (beside reading its version): a throw refuses the
+   * launch with nothing made, where the same failure in `invocation` would leave a run open.
+   */
+  preflight?(executable: string, model: string | undefined): void;
   invocation(context: LaunchContext): AgentInvocation;
   /** Whether its model completed a turn, read from its transcript (and stderr); undefined for agents without a model (replays, commands). */
   modelActivity?(transcript: TranscriptText, stderr: string): ModelActivity;
+  /**
+   * What its transcript reader needs of the files the agent wrote in its HOME rather than on stdout, as lines the
+   * launcher appends to the saved transcript once the agent exited (OpenHands: its conversation's token and dollar totals).
+   */
+  transcriptTrailer?(homeDir: string): string;
 }
 
 export type { ModelActivity };
+
+/** The first of `args` that is one of the `options` naming a model, alone (`--model X`) or with its value (`--model=X`). */
+function optionIn(args: readonly string[], options: readonly string[]): string | undefined {
+  return args.find((arg) => options.some((option) => arg === option || arg.startsWith(`${option}=`)));
+}
 
 /** The `mcpServers` JSON that Claude Code, the replay agent and `command:` agents read. */
 export function mcpServersJson(endpoint: McpEndpoint): string {
@@ -132,6 +157,7 @@ const claudeCode: AgentKind = {
   apiHosts: ['api.anthropic.com'],
   // Read by the transcripts package, which reads the rest of its transcript too.
   modelActivity: claudeCodeTranscript.modelActivity,
+  modelArgument: (args) => optionIn(args, ['--model']),
   invocation: ({ endpoint, prompt, model, agentDir, extraArgs, mcpStartTimeoutMs }) => {
     const config = join(agentDir, 'mcp.json');
     return {
@@ -188,6 +214,74 @@ function toml(value: unknown): string {
 /** Environment variable that carries the run token to Codex and OpenCode, which read it from their environment (not from a file). */
 export const runTokenVariable = 'A2RL_RUN_TOKEN';
 
+/** A model of Codex's catalog, as `codex debug models` prints it: the fields a2rl reads or overrides. */
+interface CodexModel {
+  slug: string;
+  visibility?: string;
+  priority?: number;
+  [field: string]: unknown;
+}
+
+const bundledCodexCatalogs = new Map<string, CodexModel[]>();
+
+/** The model catalog built into this Codex (`codex debug models --bundled`: no refresh, no network), read once per executable. */
+function bundledCodexModels(executable: string): CodexModel[] {
+  let models = bundledCodexCatalogs.get(executable);
+  if (!models) {
+    // Its own throwaway CODEX_HOME: the command opens its state databases there.
+    const codexHome = mkdtempSync(join(tmpdir(), 'a2rl-codex-catalog-'));
+    try {
+      const printed = execFileSync(executable, ['debug', 'models', '--bundled'], {
+        env: { ...process.env, CODEX_HOME: codexHome },
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+        maxBuffer: 64 * 1024 * 1024,
+        // It reads a file built into the executable: a hung one is broken, not slow.
+        timeout: 30_000,
+      });
+      models = (JSON.parse(printed) as { models: CodexModel[] }).models;
+    } catch (error) {
+      throw new A2rlError(
+        'NOT_FOUND',
+        `Cannot read the model catalog of ${executable} (debug models --bundled: ${(error as Error).message.split('\n')[0]}): reinstall Codex (scripts/setup.sh installs the tested version).`,
+      );
+    } finally {
+      rmSync(codexHome, { recursive: true, force: true });
+    }
+    bundledCodexCatalogs.set(executable, models);
+  }
+  return models;
+}
+
+/**
+ * The model Codex runs, and the catalog entry a2rl gives it. Codex's catalog shapes a model's tools: its models'
+ * `tool_mode: "code_mode_only"` nests every MCP tool in a JavaScript `exec` tool (no feature switch undoes it), other
+ * fields add built-ins no switch removes (apply_patch, multi-agent and clock tools) or hide the MCP tools behind a
+ * `tool_search` tool. The entry keeps the model's identity, instructions and limits, and offers tools the way Codex
+ * does for a model it has no entry for: the a2rl tools first-class, as function tools of their own, in the request's
+ * `tools`. With no `--model`, Codex's default (the catalog's first listed model) is named explicitly, so the run
+ * records it. A model the catalog does not know gets no entry: its tools are already plain.
+ */
+export function codexModelEntry(executable: string, model: string | undefined): { model: string; entry?: CodexModel } {
+  const models = bundledCodexModels(executable);
+  const listed = models.filter((m) => m.visibility === 'list').sort((a, b) => (a.priority ?? Infinity) - (b.priority ?? Infinity));
+  const known = model === undefined ? listed[0] : models.find((m) => m.slug === model);
+  if (!known) {
+    if (model === undefined) throw new A2rlError('NOT_FOUND', `${executable} lists no model in its catalog: name one with --model.`);
+    return { model };
+  }
+  const entry = {
+    ...known,
+    tool_mode: null,
+    use_responses_lite: false,
+    apply_patch_tool_type: null,
+    multi_agent_version: null,
+    experimental_supported_tools: [],
+    supports_search_tool: false,
+  };
+  return { model: known.slug, entry };
+}
+
 const codex: AgentKind = {
   name: 'codex',
   executable: 'codex',
@@ -197,7 +291,15 @@ const codex: AgentKind = {
   environment: ['OPENAI_*', 'CODEX_*'],
   apiHosts: ['api.openai.com'],
   modelActivity: codexTranscript.modelActivity,
+  // Its model from `-m`/`--model`, or from a `-c model=…` configuration override.
+  modelArgument: (args) =>
+    optionIn(args, ['-m', '--model']) ??
+    args.find((arg, i) => /^(-c|--config=?)?model\s*=/.test(arg) && (/^-/.test(arg) || ['-c', '--config'].includes(args[i - 1] ?? ''))),
+  // Its catalog, read once here (and kept) so that an unreadable one refuses the launch before any run exists.
+  preflight: (executable, model) => void codexModelEntry(executable, model),
   invocation: ({ endpoint, prompt, model, homeDir, extraArgs, mcpStartTimeoutMs }): AgentInvocation => {
+    const told = codexModelEntry(findExecutable(codex)!, model);
+    const catalog = join(homeDir, '.codex', 'a2rl-model-catalog.json');
     const timeouts = { startup_timeout_sec: Math.ceil(mcpStartTimeoutMs / 1000), tool_timeout_sec: 120 };
     // required: Codex waits for the server and fails without it; approve: write tools are not refused under approval "never".
     const server = {
@@ -215,14 +317,16 @@ const codex: AgentKind = {
       'features.view_image': false,
       'features.multi_agent': false,
       'features.goals': false,
-      // The a2rl tools as tools of their own, whatever the model (its default model's "code mode" would nest them in a
-      // JavaScript exec tool), and no plugin sync at start (a `git ls-remote` to GitHub, in a jail without network).
+      // Code mode off where a model does not force it (its catalog entry, below, does that part), and no plugin sync at
+      // start: features.plugins is what runs a `git ls-remote` to GitHub, in a jail without network.
       'features.code_mode': false,
       'features.code_mode_only': false,
       'features.plugins': false,
       'features.remote_plugin': false,
       web_search: 'disabled',
       approval_policy: 'never',
+      ...(told.entry ? { model_catalog_json: catalog } : {}),
+      ...(model ? {} : { model: told.model }),
     };
     return {
       command: 'codex',
@@ -239,7 +343,11 @@ const codex: AgentKind = {
       ],
       // Its own configuration folder in the private HOME: none of the user's MCP servers, AGENTS.md or profiles.
       env: { CODEX_HOME: join(homeDir, '.codex'), ...(endpoint.kind === 'http' ? { [runTokenVariable]: endpoint.token } : {}) },
-      files: [{ path: join(homeDir, '.codex', 'config.toml'), content: '# a2rl run: the configuration is on the command line.\n' }],
+      files: [
+        { path: join(homeDir, '.codex', 'config.toml'), content: '# a2rl run: the configuration is on the command line.\n' },
+        ...(told.entry ? [{ path: catalog, content: `${JSON.stringify({ models: [told.entry] })}\n` }] : []),
+      ],
+      model: told.model,
     };
   },
 };
@@ -295,6 +403,7 @@ const geminiCli: AgentKind = {
   environment: ['GEMINI_*', 'GOOGLE_*'],
   apiHosts: ['generativelanguage.googleapis.com'],
   modelActivity: geminiCliTranscript.modelActivity,
+  modelArgument: (args) => optionIn(args, ['-m', '--model']),
   invocation: ({ endpoint, prompt, model, homeDir, extraArgs, mcpStartTimeoutMs }) => {
     // User settings in the private HOME: read whoever owns them (a system settings file is skipped unless root owns it and every folder above it).
     const settings = join(homeDir, '.gemini', 'settings.json');
@@ -367,6 +476,7 @@ const openCode: AgentKind = {
   environment: ['OPENAI_*', 'ANTHROPIC_*'],
   apiHosts: ['api.openai.com', 'api.anthropic.com'],
   modelActivity: openCodeTranscript.modelActivity,
+  modelArgument: (args) => optionIn(args, ['-m', '--model']),
   invocation: ({ endpoint, prompt, model, homeDir, extraArgs, mcpStartTimeoutMs }) => {
     // Its tools are named <server>_<tool>; a slow server start leaves it with no tools (and exit 0) unless it waits.
     const server =
@@ -466,6 +576,7 @@ const qwenCode: AgentKind = {
   environment: ['OPENAI_*'],
   apiHosts: ['api.openai.com'],
   modelActivity: qwenCodeTranscript.modelActivity,
+  modelArgument: (args) => optionIn(args, ['-m', '--model']),
   invocation: ({ endpoint, prompt, model, agentDir, extraArgs, mcpStartTimeoutMs }) => {
     const config = join(agentDir, 'mcp.json');
     const server = { ...geminiStyleServer(endpoint), trust: true, timeout: Math.max(120_000, mcpStartTimeoutMs) };
@@ -508,9 +619,11 @@ const openHands: AgentKind = {
   executable: 'openhands',
   install: 'uv tool install openhands --python 3.12',
   untested: 'not yet run against the real CLI',
-  transcript: '--headless --json (one JSON event per line)',
+  transcript: '--headless --json (its SDK events as JSON), then its saved conversation stats',
   versionArgs: ['--version'],
   environment: ['LLM_*'],
+  modelActivity: openHandsTranscript.modelActivity,
+  transcriptTrailer: openHandsStatsLines,
   invocation: ({ endpoint, prompt, model, homeDir, extraArgs }): AgentInvocation => {
     const server =
       endpoint.kind === 'stdio'
@@ -566,7 +679,16 @@ function replayAgent(file: string): AgentKind {
   };
 }
 
-function commandAgent(command: string): AgentKind {
+/**
+ * A `command:` agent's command line with its leading ./ or ../ path made absolute against `folder` (and quoted): the
+ * jail starts the command in the run's own folder. From where a2rl runs, or a suite file's folder in a suite.
+ */
+export function commandFrom(folder: string, command: string): string {
+  return command.replace(/^\.\.?\/[^\s'"\\$`;&|<>()]*/, (path) => `'${resolve(folder, path).replaceAll("'", `'\\''`)}'`);
+}
+
+function commandAgent(spec: string): AgentKind {
+  const command = commandFrom(process.cwd(), spec);
   return {
     name: 'command',
     transcript: "the command's standard output",
@@ -586,11 +708,16 @@ function commandAgent(command: string): AgentKind {
 
 const builtinAgents = [claudeCode, codex, geminiCli, openCode, qwenCode, openHands];
 
+/** The agent CLI of that name, if a2rl launches one. */
+export function builtinAgent(name: string): AgentKind | undefined {
+  return builtinAgents.find((candidate) => candidate.name === name);
+}
+
 /** The agent `--agent` names: claude-code, codex, gemini-cli, opencode, qwen-code, replay:FILE or command:'…'. */
 export function agentKind(spec: string): AgentKind {
   if (spec.startsWith('replay:') && spec.length > 'replay:'.length) return replayAgent(spec.slice('replay:'.length));
   if (spec.startsWith('command:') && spec.trim().length > 'command:'.length) return commandAgent(spec.slice('command:'.length));
-  const agent = builtinAgents.find((candidate) => candidate.name === spec);
+  const agent = builtinAgent(spec);
   if (!agent) {
     throw new A2rlError(
       'INVALID_INPUT',

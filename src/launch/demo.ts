@@ -8,7 +8,7 @@ import { summarizeRun, type RunSummary } from '../reports/summary.js';
 import { Store } from '../store/store.js';
 import { getTask, type MicroTask, type OracleRoute } from '../tasks/task.js';
 import { A2rlError } from '../util/errors.js';
-import { type Progress, startWaiting } from '../util/progress.js';
+import { type Progress, startProgress } from '../util/progress.js';
 
 export interface DemoOptions {
   task: string;
@@ -130,7 +130,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         stopBar();
         waiting?.stop();
         process.stderr.write(`[${index + 1}/${total}] ${step.tool}${step.comment ? `: ${step.comment}` : ''}\n`);
-        waiting = startWaiting(step.tool);
+        waiting = startProgress(step.tool, undefined);
       },
       onProgress: (step, progress) => {
         // Training scripts print "step N/M": that becomes a bar; other progress stays quiet.

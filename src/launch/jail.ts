@@ -1,4 +1,4 @@
-import { existsSync, lchownSync, lstatSync, readdirSync, realpathSync } from 'node:fs';
+import { existsSync, lchownSync, lstatSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { asRoot, dropTo, parentFolders, systemArgs } from '../../sandbox/bwrap.js';
@@ -81,24 +81,56 @@ export function agentInstallRoot(executable: string): string {
   return dirname(real);
 }
 
-/** The paths no agent may see: evaluation data and graders (`tasks/`), the store and every run (`$A2RL_HOME`). */
-function forbiddenPaths(home: string): string[] {
-  return [tasksRoot, home].map((path) => (existsSync(path) ? realpathSync(path) : resolve(path)));
+/**
+ * What of this package no agent may read, wherever a folder it is shown holds it: the tasks (graders, evaluation data)
+ * and the checkout's git folder, whose objects hold every version of them (`git show HEAD:tasks/…`); for a worktree,
+ * its git folder and the common one its `commondir` names.
+ */
+function packageSecrets(): string[] {
+  const secrets = [tasksRoot];
+  const git = join(packageRoot, '.git');
+  const stat = lstatSync(git, { throwIfNoEntry: false });
+  if (stat?.isDirectory()) secrets.push(git);
+  else if (stat?.isFile()) {
+    const gitDir = /^gitdir: (.+)$/m.exec(readFileSync(git, 'utf8'))?.[1]?.trim();
+    if (gitDir) {
+      const absolute = resolve(packageRoot, gitDir);
+      secrets.push(absolute);
+      const common = join(absolute, 'commondir');
+      if (existsSync(common)) secrets.push(resolve(absolute, readFileSync(common, 'utf8').trim()));
+    }
+  }
+  return secrets.filter((path) => existsSync(path)).map((path) => realpathSync(path));
+}
+
+/** The paths no agent may see: the package's secrets ({@link packageSecrets}), the store and every run (`$A2RL_HOME`). */
+function forbiddenPaths(home: string): { secrets: string[]; store: string } {
+  return { secrets: packageSecrets(), store: existsSync(home) ? realpathSync(home) : resolve(home) };
 }
 
 /**
- * Refuses a folder the operator's agent needs (its installation, an --agent-bind) that lies in
- * or holds what agents never see; the launcher's own files for the run are not checked here.
+ * Refuses a folder the operator's agent needs (its installation, an --agent-bind) that lies in or holds what agents
+ * never see; the launcher's own files for the run are not checked here. A folder holding `tasks/` (a checkout of this
+ * package, `--agent-bind .`) is shown with `tasks/` and its git folder masked (`jailCommand`); one holding the store
+ * cannot be, since the
+ * run's own folders lie there.
  */
 export function assertJailable(path: string, home: string): void {
   const real = existsSync(path) ? realpathSync(path) : resolve(path);
-  for (const secret of forbiddenPaths(home)) {
-    if (inside(real, secret) || inside(secret, real)) {
+  const { secrets, store } = forbiddenPaths(home);
+  for (const secret of [...secrets, store]) {
+    if (inside(real, secret)) {
       throw new A2rlError(
         'FORBIDDEN',
-        `The agent's jail cannot show ${path}: it ${inside(real, secret) ? 'lies in' : 'holds'} ${secret}, which agents never see. Install the agent, or put what it needs, elsewhere.`,
+        `The agent's jail cannot show ${path}: it lies in ${secret}, which agents never see. Install the agent, or put what it needs, elsewhere.`,
       );
     }
+  }
+  if (inside(store, real)) {
+    throw new A2rlError(
+      'FORBIDDEN',
+      `The agent's jail cannot show ${path}: it holds the store ${store}, which agents never see. Bind a narrower folder, or keep the home (--home, $A2RL_HOME) outside it.`,
+    );
   }
   // A folder in the operator's home (an agent installed there) is fine; the home itself, or a folder holding it, is not.
   if (inside(realpathSync(homedir()), real)) {
@@ -110,9 +142,23 @@ export function assertJailable(path: string, home: string): void {
 }
 
 /**
+ * Where the package's secrets appear inside the jail under each folder it shows (its read-only binds, and the system's
+ * `/usr`, where a global install puts the package): masked there by an empty, read-only tmpfs.
+ */
+export function maskedPackageSecrets(readOnly: string[]): string[] {
+  const secrets = packageSecrets();
+  const masks = [...readOnly, '/usr'].flatMap((path) => {
+    const real = existsSync(path) ? realpathSync(path) : path;
+    return secrets.filter((secret) => secret !== real && inside(secret, real)).map((secret) => join(path, relative(real, secret)));
+  });
+  return [...new Set(masks)];
+}
+
+/**
  * The agent CLI in a bubblewrap jail: the operating system read-only, its installation and
  * configuration read-only, its working folder and private HOME writable, its own /tmp, /proc
- * and /dev; nothing else of the host (no tasks, no store, no other run, no operator home).
+ * and /dev; nothing else of the host (no tasks and no git folder of this package: under a shown folder holding them,
+ * an empty tmpfs; no store, no other run, no operator home).
  * Its network is its own, only a loopback: the forwarder, its first process, listens there on the
  * addresses of the endpoints it was given (its model API, its run's HTTP endpoint, the launcher's
  * proxy) and joins each to a socket of the launcher's; nothing else of the host's network is
@@ -161,6 +207,8 @@ export function jailCommand(spec: JailSpec): { command: string; args: string[] }
   const node = realpathSync(process.execPath);
   if (!inside(node, '/usr')) args.push('--ro-bind', node, process.execPath);
   for (const [source, target, ro] of binds) args.push(ro ? '--ro-bind' : '--bind', source, target);
+  // After every bind: a bind under a secret (none is allowed) would be hidden too, never shown over the mask.
+  for (const mask of maskedPackageSecrets(readOnly)) args.push('--perms', '0555', '--tmpfs', mask, '--remount-ro', mask);
   if (spec.socket) args.push('--bind', spec.socket, jailSocketPath);
   args.push('--ro-bind', spec.network.dir, jailNetworkDir, '--ro-bind', forwarderEntry, forwarderEntry);
   // An executable reached through a link outside what is bound (a bin folder of links) keeps its name: the link goes in too.

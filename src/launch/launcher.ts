@@ -1,6 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, writeFileSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import pLimit from 'p-limit';
@@ -82,6 +82,13 @@ const maxMcpStartTimeoutMs = 10 * 60_000;
  */
 export async function launchRuns(engine: Engine, options: LaunchOptions): Promise<LaunchedRun[]> {
   const agent = agentKind(options.agent);
+  const modelArgument = agent.modelArgument?.(options.agentArgs ?? []);
+  if (modelArgument) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `--agent-arg ${modelArgument} names ${agent.name}'s model, which the run would not record: give the model with --model.`,
+    );
+  }
   const executable = findExecutable(agent);
   const agentPaths = jailedAgentPaths(executable, options.agentBinds ?? [], engine.home);
   const environment = agentEnvironment(agent.environment, options.agentEnv ?? []);
@@ -104,6 +111,7 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
     );
   }
   const agentVersion = executable ? versionOf(executable, agent) : agent.name === 'replay' ? serverVersion : null;
+  if (executable) agent.preflight?.(executable, options.model);
   // How long an a2rl process takes to start on this host (this one's, to loading the launcher; over HTTP, its server's): what the agent waits for its server.
   let serverStartMs = ownStartMs;
   const batch = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
@@ -213,6 +221,8 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     extraArgs: launch.agentArgs ?? [],
     mcpStartTimeoutMs: launch.mcpStartTimeoutMs,
   });
+  // The operator's model, or the one the launcher told the agent when they named none (Codex's default, named explicitly).
+  const driverModel = launch.model ?? invocation.model;
   for (const file of invocation.files) {
     mkdirSync(dirname(file.path), { recursive: true });
     writeFileSync(file.path, file.content, { mode: 0o600 });
@@ -243,12 +253,12 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
   const deadline = row.created_at + limits.wallSeconds * 1000;
   const env = { ...launch.environment, ...invocation.env, ...network.env, A2RL_RUN_ID: row.id };
   // The run's columns are what reports and the leaderboard group by; the event keeps the whole launch.
-  engine.store.setRunAgent(row.id, { agent: agent.name, agent_version: launch.agentVersion ?? undefined, driver_model: launch.model });
+  engine.store.setRunAgent(row.id, { agent: agent.name, agent_version: launch.agentVersion ?? undefined, driver_model: driverModel });
   engine.store.setRunBatch(row.id, launch.batch);
   record('agent', 'launched', {
     agent: agent.name,
     agent_version: launch.agentVersion,
-    driver_model: launch.model ?? null,
+    driver_model: driverModel ?? null,
     batch: launch.batch,
     repeat: launch.repeat,
     repeats: launch.repeats,
@@ -299,7 +309,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
       run_id: row.id,
       agent: agent.name,
       agent_version: launch.agentVersion,
-      driver_model: launch.model ?? null,
+      driver_model: driverModel ?? null,
       exit_code: null,
       signal: null,
       stopped_at_deadline: false,
@@ -321,6 +331,9 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     killed: outcome.killed,
     duration_ms: outcome.endedAt - outcome.startedAt,
   });
+  const trailer = agent.transcriptTrailer?.(homeDir);
+  // On a line of its own: an agent killed mid-event left its last line unfinished.
+  if (trailer) appendFileSync(transcript, (endsMidLine(transcript) ? '\n' : '') + trailer);
   const killed = outcome.killed ? ' (killed after the grace)' : '';
   const how = outcome.stoppedAtDeadline
     ? `stopped at the wall-clock deadline${killed}`
@@ -343,7 +356,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     run_id: row.id,
     agent: agent.name,
     agent_version: launch.agentVersion,
-    driver_model: launch.model ?? null,
+    driver_model: driverModel ?? null,
     exit_code: outcome.exitCode,
     signal: outcome.signal,
     stopped_at_deadline: outcome.stoppedAtDeadline,
@@ -541,4 +554,19 @@ export async function startHttpServer(
     throw error;
   }
   return { url, owner: ownerOf(child.pid!), startMs: Date.now() - startedAt, stop: end };
+}
+
+/** Whether the file at `path` ends with an unfinished line (its last byte not a newline). */
+function endsMidLine(path: string): boolean {
+  if (!existsSync(path)) return false;
+  const fd = openSync(path, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    if (size === 0) return false;
+    const last = Buffer.alloc(1);
+    readSync(fd, last, 0, 1, size - 1);
+    return last[0] !== 0x0a;
+  } finally {
+    closeSync(fd);
+  }
 }

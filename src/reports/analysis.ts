@@ -6,6 +6,8 @@ import type { Store } from '../store/store.js';
 import { baselineGradeOf } from '../core/submissions.js';
 import { type JobTrace, readJobTrace } from '../jobs/job-trace.js';
 import { combineRoutes, type Route, type RouteReading, readRoute, routeFromTrace } from './route.js';
+import { jobId } from '../core/job-ids.js';
+import { type LossSeries, lossCurve, thinned } from './metrics.js';
 
 export { detectRoute, type Route } from './route.js';
 
@@ -36,6 +38,8 @@ export interface LogSignals {
   nonFinite: boolean;
   /** The last line naming an error, for the report. */
   errorLine: string | null;
+  /** The training loss its log's end shows (src/reports/metrics.ts). */
+  loss?: LossSeries;
 }
 
 export interface RunFacts {
@@ -58,6 +62,8 @@ export interface RunFacts {
   elided_tools?: ToolTally;
   /** By job id. */
   logs: Record<number, LogSignals>;
+  /** Each job's id as the agent, the view and the report show it (src/core/job-ids.ts), by the store's id (`loadRunFacts` gives them; facts made by hand may not, and such a job is `store job <id>`). */
+  job_ids?: Record<number, string>;
   /** Code snapshot contents by tree hash, then by path inside code/. */
   code: Record<string, Record<string, string>>;
   /** What each training job's Python ran (src/jobs/job-trace.ts), by job id; absent where it left no trace. */
@@ -83,7 +89,10 @@ export type FailureType =
   'code_error' | 'training_diverged' | 'rollout_logic_wrong' | 'timeout_no_submission' | 'copy_model_fallback' | 'unknown';
 
 export interface JobFact {
+  /** The store's id, which its log and trace are kept by. */
   job_id: number;
+  /** The id shown for it everywhere (src/core/job-ids.ts). */
+  name: string;
   kind: string;
   command: string;
   charged: boolean;
@@ -99,6 +108,8 @@ export interface JobFact {
   /** A training job's route, and what it was read from; null for other jobs. */
   route: Route | null;
   route_basis: string | null;
+  /** A training job's loss curve from its log's end; null for other jobs. */
+  loss: LossSeries | null;
 }
 
 export interface SubmissionFact {
@@ -124,7 +135,8 @@ export interface Iteration {
   route_basis: string;
   uses_rollouts: boolean;
   rollout_episodes: number;
-  training_jobs: Array<{ job_id: number; state: string; command: string }>;
+  /** `job_id`: the store's id; `name`: the id shown (src/core/job-ids.ts). */
+  training_jobs: Array<{ job_id: number; name: string; state: string; command: string }>;
   code_tree: string | null;
   hyperparameters: Record<string, number | string>;
   outcome: Outcome;
@@ -184,7 +196,7 @@ const seconds = (ms: number) => round(ms / 1000, 1);
 const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
 
 export function analyzeRun(facts: RunFacts): RunAnalysis {
-  const replayed = replayEvents(facts.events);
+  const replayed = replayEvents(facts);
   const { jobs, submissions, computeCurve, batches } = replayed;
   const toolCalls = replayed.toolCalls + (facts.elided_tools?.calls ?? 0);
   const toolErrors = replayed.toolErrors + (facts.elided_tools?.errors ?? 0);
@@ -258,7 +270,7 @@ export function analyzeRun(facts: RunFacts): RunAnalysis {
 }
 
 /** Folds the event stream into jobs, submissions and the compute curve. */
-function replayEvents(events: RunEvent[]) {
+function replayEvents({ events, job_ids: names, logs }: RunFacts) {
   const jobs = new Map<number, JobFact>();
   const submissions = new Map<number, SubmissionFact>();
   const jobCompute = new Map<number, number>();
@@ -282,6 +294,7 @@ function replayEvents(events: RunEvent[]) {
       const id = num(d.job_id);
       jobs.set(id, {
         job_id: id,
+        name: names?.[id] ?? `store job ${id}`,
         kind: String(d.kind),
         command: String(d.command ?? ''),
         // Grading is the server's: only agent jobs are charged (older records lack the flag).
@@ -297,6 +310,7 @@ function replayEvents(events: RunEvent[]) {
         code_tree: null,
         route: null,
         route_basis: null,
+        loss: logs[id]?.loss ?? null,
       });
     } else if (event.kind === 'sample') {
       const job = jobs.get(num(d.job_id));
@@ -406,10 +420,10 @@ function buildIterations(
         evidence = trained ? 'scores equal the baseline on both halves' : 'no training job succeeded before this submission';
       } else if (diverged || collapsed) {
         failure = 'training_diverged';
-        evidence = diverged ? `job-${diverged.job_id} logged nan/inf` : `score fell below half the baseline`;
+        evidence = diverged ? `${diverged.name} logged nan/inf` : `score fell below half the baseline`;
       } else if (broken) {
         failure = 'code_error';
-        evidence = `job-${broken.job_id} ${broken.state}: ${facts.logs[broken.job_id]?.errorLine ?? 'error in its log'}`;
+        evidence = `${broken.name} ${broken.state}: ${facts.logs[broken.job_id]?.errorLine ?? 'error in its log'}`;
       } else if (route === 'grpo' || route === 'ppo' || route === 'reinforce' || route === 'expert_iteration') {
         failure = 'rollout_logic_wrong';
         evidence = `${route} training ran but did not beat the baseline`;
@@ -424,7 +438,7 @@ function buildIterations(
       route_basis: routeBasis,
       uses_rollouts: rollouts.length > 0 || /rollouts\//.test(source),
       rollout_episodes: rolloutEpisodes,
-      training_jobs: behind.map((j) => ({ job_id: j.job_id, state: j.state, command: j.command })),
+      training_jobs: behind.map((j) => ({ job_id: j.job_id, name: j.name, state: j.state, command: j.command })),
       code_tree: submission.code_tree ?? behind.at(-1)?.code_tree ?? null,
       hyperparameters,
       outcome,
@@ -530,19 +544,24 @@ export function readLogSignals(path: string): LogSignals {
       const buffer = Buffer.alloc(Math.min(size, logTailBytes));
       readSync(fd, buffer, 0, buffer.length, size - buffer.length);
       text = buffer.toString('utf8');
+      // A tail starts mid-line: that part line would read as another (a step missing, a loss cut).
+      if (buffer.length < size) text = text.slice(text.indexOf('\n') + 1);
     } finally {
       closeSync(fd);
     }
   } catch {
-    return { error: false, nonFinite: false, errorLine: null };
+    return { error: false, nonFinite: false, errorLine: null, loss: lossCurve('') };
   }
   const errorLine = text
     .split('\n')
     .filter((line) => /^\w*(Error|Exception)\b|Traceback \(most recent call last\)/.test(line.trim()))
     .at(-1);
+  // What the report draws and summary.json keeps: a few hundred points tell the curve's shape.
+  const loss = thinned(lossCurve(text), 400);
   return {
     error: /Traceback \(most recent call last\)/.test(text) || errorLine !== undefined,
-    nonFinite: /\b(loss|reward|grad\w*)\b[^\n]*\b(nan|-?inf)\b/i.test(text),
+    nonFinite: loss.dropped > 0 || /\b(loss|reward|grad\w*)\b[^\n]*\b(nan|-?inf)\b/i.test(text),
+    loss,
     errorLine: errorLine?.trim().slice(0, 200) ?? null,
   };
 }
@@ -599,6 +618,7 @@ export function loadRunFacts(store: Store, runId: string): RunFacts {
   const { events, elided } = keptEvents(store, runId);
   const logs: RunFacts['logs'] = {};
   const traces: NonNullable<RunFacts['traces']> = {};
+  const jobIds = Object.fromEntries(store.listJobs(runId).map((job) => [job.id, jobId(job)]));
   for (const job of store.listJobs(runId, ['training'])) {
     logs[job.id] = readLogSignals(job.log_path);
     const trace = readJobTrace(row.dir, job.id);
@@ -633,6 +653,7 @@ export function loadRunFacts(store: Store, runId: string): RunFacts {
     baseline: grade ? { public: grade.public_score, private: grade.private_score } : null,
     events,
     logs,
+    job_ids: jobIds,
     code,
     traces,
   };

@@ -6,7 +6,8 @@ import { codeSnapshotsOf } from '../store/code-snapshots.js';
 import { A2rlError } from '../util/errors.js';
 import { startProgress } from '../util/progress.js';
 import { renderHtml } from './render.js';
-import { loadTimeline } from './timeline.js';
+import { loadTimeline, timelineScript, timelineScriptFile } from './timeline.js';
+import { jobId } from '../core/job-ids.js';
 import { trajectoriesDir } from '../core/rollouts.js';
 import { Workspace } from '../core/workspace.js';
 import type { Store } from '../store/store.js';
@@ -16,17 +17,20 @@ import { writeAgentRecord } from '../transcripts/agent-record.js';
 import type { PriceTable } from '../transcripts/prices.js';
 import { runUsage } from '../transcripts/run-usage.js';
 
-/** Version of the export folder's format (README, "Run exports"); bumped when a file's meaning changes. */
-export const exportFormatVersion = 1;
+/**
+ * Version of the export folder's format (docs/operating.md, "Run exports"); bumped when a file's meaning changes. 2: a
+ * job's `job_id` is the store's id in every file (jobs.json's `id`) and `name` the id the agent and the report show.
+ */
+export const exportFormatVersion = 2;
 
 /** Largest log or trajectory file copied whole; larger ones keep their end (logs) or are left out (trajectories). */
 const maxCopiedBytes = 64 * 2 ** 20;
 
 /**
  * Writes one run as a self-contained folder: run.json, events.jsonl, jobs.json, logs/,
- * trajectories/, code/, scores.json, summary.json, report.html and the agent's transcript.jsonl and trajectory.json
- * (ATIF). What it writes is read from the store and the run's files; nothing of the run changes. `prices`: the
- * operator's price table, for agents that report tokens but no dollars.
+ * trajectories/, code/, scores.json, summary.json, report.html (its search in report.js) and the agent's
+ * transcript.jsonl and trajectory.json (ATIF). What it writes is read from the store and the run's files; nothing of
+ * the run changes. `prices`: the operator's price table, for agents that report tokens but no dollars.
  */
 export function exportRun(
   store: Store,
@@ -87,14 +91,14 @@ export function exportRun(
 
     mkdirSync(join(outDir, 'logs'), { recursive: true });
     for (const job of jobs) {
-      const log = `logs/job-${job.id}.log`;
+      const log = `logs/${jobId(job)}.log`;
       copyTail(job.log_path, join(outDir, log));
       progress.tick(log);
     }
     write(
       'jobs.json',
       JSON.stringify(
-        jobs.map(({ owner: _o, log_path: _l, ...job }) => ({ ...job, log: `logs/job-${job.id}.log` })),
+        jobs.map(({ owner: _o, log_path: _l, ...job }) => ({ ...job, name: jobId(job), log: `logs/${jobId(job)}.log` })),
         null,
         2,
       ),
@@ -112,7 +116,8 @@ export function exportRun(
       else if (copyFromWorkspace(workspace, batch.out, join(outDir, file))) note = 'from the workspace: no recorded copy';
       else note = 'missing or too large to copy';
       progress.tick(file);
-      return { ...batch, file: note === 'missing or too large to copy' ? null : file, note };
+      const job = jobs.find((j) => j.id === batch.job_id);
+      return { ...batch, name: job ? jobId(job) : null, file: note === 'missing or too large to copy' ? null : file, note };
     });
     write('trajectories/index.json', JSON.stringify(trajectories, null, 2));
 
@@ -165,6 +170,7 @@ export function exportRun(
       ),
     );
     write('report.html', renderHtml(analysis, narrative, loadTimeline(store, runId, facts.events), agentUsage, integrity));
+    write(timelineScriptFile, timelineScript);
     progress.tick('report.html');
     return { dir: outDir, analysis };
   } finally {

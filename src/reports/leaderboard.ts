@@ -1,7 +1,7 @@
 import { startProgress } from '../util/progress.js';
 import type { Store } from '../store/store.js';
 import { getTaskFile } from '../tasks/task.js';
-import type { PriceTable } from '../transcripts/prices.js';
+import { formatUsd, type PriceTable, roundUsd } from '../transcripts/prices.js';
 import { runUsage } from '../transcripts/run-usage.js';
 import { keptResults, type RunResult } from './run-summaries.js';
 
@@ -35,6 +35,8 @@ export interface LeaderboardRow {
   agent: string;
   driver_model: string;
   task: string;
+  /** The environment its runs were graded in (`environmentOf`); rows of one task never mix two. */
+  environment?: string;
   /** Runs scored; 0 when every run of the group was left out (`--flagged drop`, infrastructure failures): the figures below are then null. */
   runs: number;
   mean: number | null;
@@ -67,8 +69,11 @@ export interface LeaderboardRow {
  * runs without a baseline grade yet are left out. `prices`: the operator's price table: each run's dollars are then
  * priced again from its transcript (a read per run; the kept figure is the agent's own or the built-in table's).
  */
-export function runResults(store: Store, task?: string, prices?: PriceTable): RunResult[] {
-  const results = keptResults(store, task);
+export function runResults(store: Store, task?: string, prices?: PriceTable): EnvironmentResult[] {
+  const results = keptResults(store, task).map((result) => ({
+    ...result,
+    environment: environmentOf(store.getRun(result.run_id)?.grader_version ?? ''),
+  }));
   if (prices === undefined) return results;
   const progress = startProgress('pricing runs', results.length);
   try {
@@ -80,6 +85,17 @@ export function runResults(store: Store, task?: string, prices?: PriceTable): Ru
   } finally {
     progress.stop();
   }
+}
+
+/** A run's result and the environment it was graded in. */
+export type EnvironmentResult = RunResult & { environment?: string };
+
+/**
+ * The environment part of a grader version (`/env:…`, src/grading/environment.ts: the environment packages, stand-in
+ * or upstream, and the data's hash); '' for a task without stand-ins.
+ */
+export function environmentOf(graderVersion: string): string {
+  return /\/env:([^/]*)/.exec(graderVersion)?.[1] ?? '';
 }
 
 /** A small seeded generator (mulberry32): the same runs always give the same interval. */
@@ -153,14 +169,14 @@ function scoredAs(result: RunResult, policy: FlaggedPolicy): RunResult | undefin
   return policy === 'drop' ? undefined : { ...result, final: result.baseline, improvement: 0, success: false };
 }
 
-export function buildLeaderboard(results: readonly RunResult[], flagged: FlaggedPolicy = 'baseline'): LeaderboardRow[] {
+export function buildLeaderboard(results: readonly EnvironmentResult[], flagged: FlaggedPolicy = 'baseline'): LeaderboardRow[] {
   const groups = new Map<string, RunResult[]>();
   const failures = new Map<string, number>();
   const flaggedRuns = new Map<string, number>();
   const incompleteRuns = new Map<string, number>();
   const counted = new Map<string, number>();
   for (const result of results) {
-    const key = JSON.stringify([result.task, result.agent, result.driver_model]);
+    const key = JSON.stringify([result.task, result.agent, result.driver_model, result.environment ?? '']);
     // Every group keeps its row, its runs all left out or not: a group dropped whole still shows its flagged runs.
     if (!groups.has(key)) groups.set(key, []);
     if (result.infrastructure_failure !== null) {
@@ -174,7 +190,7 @@ export function buildLeaderboard(results: readonly RunResult[], flagged: Flagged
     if (scored) groups.get(key)!.push(scored);
   }
   const rows = [...groups.entries()].map(([key, group]): LeaderboardRow => {
-    const [task, agent, driverModel] = JSON.parse(key) as [string, string, string];
+    const [task, agent, driverModel, environment] = JSON.parse(key) as [string, string, string, string];
     const finals = group.map((r) => r.final);
     const scored = group.length > 0;
     const [low, high] = scored ? meanInterval(finals) : [null, null];
@@ -187,6 +203,7 @@ export function buildLeaderboard(results: readonly RunResult[], flagged: Flagged
       agent,
       driver_model: driverModel,
       task,
+      ...(environment ? { environment } : {}),
       runs: group.length,
       mean: figure(mean(finals)),
       std: std === null ? null : round(std),
@@ -202,7 +219,7 @@ export function buildLeaderboard(results: readonly RunResult[], flagged: Flagged
       cheating_rate: counted.get(key) ? round((flaggedRuns.get(key) ?? 0) / counted.get(key)!) : 0,
       mean_tokens: tokens.length ? Math.round(mean(tokens)) : null,
       tokens_runs: tokens.length,
-      mean_cost_usd: meanCost === null ? null : Math.round(meanCost * 1e4) / 1e4,
+      mean_cost_usd: meanCost === null ? null : roundUsd(meanCost),
       cost_runs: costed.length,
       gain_per_dollar: meanCost ? round(mean(costed.map((r) => r.improvement)) / meanCost) : null,
     };
@@ -214,7 +231,7 @@ export function buildLeaderboard(results: readonly RunResult[], flagged: Flagged
 
 /** The leaderboard's columns, in order: a name and a row's cell as text ('' for none); the CSV, Markdown and the view's page show these. */
 export const leaderboardColumns: Array<[string, (row: LeaderboardRow) => string]> = [
-  ['task', (r) => r.task],
+  ['task', (r) => (r.environment ? `${r.task} (${r.environment})` : r.task)],
   ['agent', (r) => r.agent],
   ['driver model', (r) => r.driver_model],
   ['runs', (r) => String(r.runs)],
@@ -231,7 +248,7 @@ export const leaderboardColumns: Array<[string, (row: LeaderboardRow) => string]
   ['cheating rate', (r) => r.cheating_rate.toFixed(2)],
   ['incomplete checks', (r) => String(r.incomplete_runs)],
   ['mean agent tokens', (r) => costFigure(r.mean_tokens, r.tokens_runs, r.runs, (x) => String(x))],
-  ['mean agent dollars', (r) => costFigure(r.mean_cost_usd, r.cost_runs, r.runs, (x) => x.toFixed(4))],
+  ['mean agent dollars', (r) => costFigure(r.mean_cost_usd, r.cost_runs, r.runs, formatUsd)],
   ['score gain per dollar', (r) => costFigure(r.gain_per_dollar, r.cost_runs, r.runs, (x) => x.toFixed(2))],
 ];
 

@@ -4,10 +4,11 @@ import type { Iteration, RunAnalysis } from './analysis.js';
 import { escapeHtml } from './html.js';
 import { type Timeline, timelineHtml, timelineStyle } from './timeline.js';
 import { type RunUsage, totalTokens } from '../transcripts/run-usage.js';
+import { formatUsd } from '../transcripts/prices.js';
 
 /**
- * One run's report as a static HTML page (inline SVG, one inline script for the timeline's
- * search, nothing fetched) or as Markdown. Links are relative to an export folder (see export.ts): logs/, code/.
+ * One run's report as a static HTML page (inline SVG, the timeline's search in report.js beside it, no inline
+ * script, nothing fetched) or as Markdown. Links are relative to an export folder (see export.ts): logs/, code/.
  */
 
 const fmt = (x: number | null | undefined, digits = 1) => (x === null || x === undefined ? '–' : x.toFixed(digits));
@@ -28,7 +29,7 @@ function usageRows(usage: RunUsage): Array<[string, string]> {
         ? 'unknown'
         : `${count(tokens)} (${count(usage.input_tokens)}, ${count(usage.cached_input_tokens)} / ${count(usage.output_tokens)})`,
     ],
-    ['agent cost', usage.cost_usd === 'unknown' ? 'unknown' : `$${usage.cost_usd.toFixed(4)}${source}`],
+    ['agent cost', usage.cost_usd === 'unknown' ? 'unknown' : `$${formatUsd(usage.cost_usd)}${source}`],
     ['agent turns / tool calls', `${usage.turns} / ${usage.tool_calls}`],
   ];
 }
@@ -114,15 +115,7 @@ export function renderMarkdown(a: RunAnalysis, narrative?: string, usage?: RunUs
     row(['job', 'kind', 'start', 'end', 'state', 'compute', 'command']),
     row(['---', '---', '---', '---', '---', '---', '---']),
     ...a.jobs.map((j) =>
-      row([
-        `job-${j.job_id}`,
-        j.kind,
-        secs(j.start_s),
-        secs(j.end_s),
-        j.state,
-        j.charged ? secs(j.compute_s) : 'not charged',
-        j.command.slice(0, 80),
-      ]),
+      row([j.name, j.kind, secs(j.start_s), secs(j.end_s), j.state, j.charged ? secs(j.compute_s) : 'not charged', j.command.slice(0, 80)]),
     ),
   ];
   if (narrative) lines.push('', '## Narrative', '', narrative);
@@ -170,7 +163,7 @@ function frame(
   const yTicks = ticks(y)
     .map(
       (v) =>
-        `<line x1="${margin.left}" x2="${width - margin.right}" y1="${sy(v).toFixed(1)}" y2="${sy(v).toFixed(1)}" class="grid"/><text x="${margin.left - 6}" y="${(sy(v) + 4).toFixed(1)}" text-anchor="end">${+v.toFixed(1)}</text>`,
+        `<line x1="${margin.left}" x2="${width - margin.right}" y1="${sy(v).toFixed(1)}" y2="${sy(v).toFixed(1)}" class="grid"/><text x="${margin.left - 6}" y="${(sy(v) + 4).toFixed(1)}" text-anchor="end">${+v.toPrecision(3)}</text>`,
     )
     .join('');
   return `<figure><figcaption>${escapeHtml(title)}</figcaption><svg id="${id}" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="${escapeHtml(title)}">
@@ -262,7 +255,7 @@ function timelineChart(a: RunAnalysis): string {
   const bars = jobs.map((j, i) => {
     const y = margin.top + i * rowHeight;
     const end = j.end_s ?? a.metrics.wall_s;
-    return `<a href="logs/job-${j.job_id}.log"><text x="86" y="${y + 10}" text-anchor="end">job-${j.job_id} ${j.kind}</text><rect class="job ${escapeHtml(j.state)}" x="${sx(j.start_s).toFixed(1)}" y="${y + 2}" width="${Math.max(1.5, sx(end) - sx(j.start_s)).toFixed(1)}" height="${rowHeight - 4}"><title>job-${j.job_id} ${j.kind} ${escapeHtml(j.state)} ${secs(j.start_s)}–${secs(end)}: ${escapeHtml(j.command.slice(0, 120))}</title></rect></a>`;
+    return `<a href="logs/${j.name}.log"><text x="86" y="${y + 10}" text-anchor="end">${j.name} ${j.kind}</text><rect class="job ${escapeHtml(j.state)}" x="${sx(j.start_s).toFixed(1)}" y="${y + 2}" width="${Math.max(1.5, sx(end) - sx(j.start_s)).toFixed(1)}" height="${rowHeight - 4}"><title>${j.name} ${j.kind} ${escapeHtml(j.state)} ${secs(j.start_s)}–${secs(end)}: ${escapeHtml(j.command.slice(0, 120))}</title></rect></a>`;
   });
   const marks = a.submissions.map(
     (s) =>
@@ -275,12 +268,43 @@ ${marks.join('\n')}
 </svg></figure>`;
 }
 
+/** Each training job's loss (src/reports/metrics.ts) by step, from its log's end; none where its log showed no loss. */
+function lossCharts(a: RunAnalysis): string {
+  return a.jobs
+    .filter((j) => j.loss && j.loss.points.some(([, loss]) => loss !== null))
+    .map((j) => {
+      const { points, restarts, dropped } = j.loss!;
+      const finite = points.flatMap(([x, loss]) => (loss === null ? [] : [[x, loss] as const]));
+      const ys = finite.map(([, loss]) => loss);
+      const notes = [
+        ...(restarts > 0 ? [`${restarts} restart${restarts > 1 ? 's' : ''}: each new segment placed after the last, with a gap`] : []),
+        ...(dropped > 0 ? [`${dropped} nan, inf or huge value${dropped > 1 ? 's' : ''} left out`] : []),
+      ];
+      const title = `Training loss of ${j.name} by step (its log's end)${notes.length > 0 ? `; ${notes.join('; ')}` : ''}`;
+      const x = { min: finite[0]![0], max: Math.max(finite.at(-1)![0], finite[0]![0] + 1) };
+      const y = { min: Math.min(...ys), max: Math.max(...ys) };
+      return frame(`loss-${j.name}`, title, x, y, 'step', 'loss', (sx, sy) => {
+        // A gap (null) ends a segment: each restart is its own line.
+        const segments: string[][] = [[]];
+        for (const [px, loss] of points) {
+          if (loss === null) segments.push([]);
+          else segments.at(-1)!.push(`${sx(px).toFixed(1)},${sy(loss).toFixed(1)}`);
+        }
+        return segments
+          .filter((segment) => segment.length > 0)
+          .map((segment) => `<polyline class="loss" points="${segment.join(' ')}"/>`)
+          .join('\n');
+      });
+    })
+    .join('\n');
+}
+
 const style = `body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1000px;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}figure{margin:1.5em 0}figcaption{font-weight:600;margin-bottom:4px}svg{font-size:10px;background:#fff;border:1px solid #eee}
 .grid{stroke:#eee}.label{font-size:11px}.baseline{stroke:#999;stroke-dasharray:4 3}.budget-end{stroke:#c33;stroke-dasharray:2 2}
 .best-so-far{fill:none;stroke:#36c;stroke-width:1.5}.score-point{fill:#36c}.private-point{fill:none;stroke:#e80}
-.wall-left{fill:none;stroke:#888}.compute-left{fill:none;stroke:#36c;stroke-width:1.5}.episodes-left{fill:none;stroke:#e80}
+.wall-left{fill:none;stroke:#888}.loss{fill:none;stroke:#0b5cad;stroke-width:1.5}.compute-left{fill:none;stroke:#36c;stroke-width:1.5}.episodes-left{fill:none;stroke:#e80}
 .job{fill:#6a6}.job.failed,.job.oom_killed,.job.timed_out,.job.lost{fill:#d44}.job.cancelled,.job.budget_stopped{fill:#bbb}.job.running{fill:#36c}
 .submission-mark{stroke:#36c;stroke-dasharray:3 3}code{font-size:12px}`;
 
@@ -345,7 +369,7 @@ export function renderHtml(a: RunAnalysis, narrative?: string, timeline?: Timeli
     codeLink(it.code_tree),
   ]);
   const jobs = a.jobs.map((j) => [
-    `<td><a href="logs/job-${j.job_id}.log">job-${j.job_id}</a></td>`,
+    `<td><a href="logs/${j.name}.log">${j.name}</a></td>`,
     ...[j.kind, secs(j.start_s), secs(j.end_s), j.state, j.charged ? secs(j.compute_s) : 'not charged'].map(cell),
     `<td><code>${escapeHtml(j.command.slice(0, 160))}</code></td>`,
     codeLink(j.code_tree),
@@ -369,6 +393,7 @@ ${burnDownChart(a)}
 ${a.iterations.length === 0 ? '<p>No submission.</p>' : table([...iterationHead, 'code'], iterations)}
 <h2>Jobs</h2>
 ${timelineChart(a)}
+${lossCharts(a)}
 ${table(['job', 'kind', 'start', 'end', 'state', 'compute', 'command', 'code'], jobs)}
 ${
   narrative

@@ -4,6 +4,7 @@ import { bareToolName, type TranscriptStep } from '../transcripts/transcript.js'
 import type { Store } from '../store/store.js';
 import type { RunEvent } from './analysis.js';
 import { escapeHtml } from './html.js';
+import { jobId } from '../core/job-ids.js';
 
 /**
  * One run as one timeline: what the agent said and thought (from its CLI's transcript),
@@ -40,7 +41,12 @@ export const timelineLimits = {
   entries: 2000,
   /** Characters of one entry's text. */
   textChars: 1200,
+  /** Characters of a tool call's arguments and answer: whole for any usual call, shown folded when long. */
+  toolTextChars: 16_000,
 };
+
+/** A tool entry's text longer than this is folded (`<details>`), its start shown. */
+const foldChars = 240;
 
 /** What the timeline is built from: the run's events, and its transcript's steps where one was read. */
 export interface TimelineSources {
@@ -50,6 +56,8 @@ export interface TimelineSources {
   createdAt?: number;
   /** Where the transcript came from, or why there is none, for the reader. */
   note: string;
+  /** Each job's id as the agent and the view show it (src/core/job-ids.ts), by the store's id. */
+  jobIds: Record<number, string>;
 }
 
 const failedJobStates = new Set(['failed', 'timed_out', 'oom_killed', 'budget_stopped', 'lost']);
@@ -72,8 +80,10 @@ function fromToolEvent(event: RunEvent): TimelineEntry {
 }
 
 /** An event of the record as an entry; undefined for those a reader of the timeline does not need (samples, snapshots). */
-function fromEvent(event: RunEvent): TimelineEntry | undefined {
+function fromEvent(event: RunEvent, jobIds: Record<number, string>): TimelineEntry | undefined {
   const d = event.data;
+  // A job the store no longer lists is named by the store's id, never in the form of a job's number in its run.
+  const job = jobIds[num(d.job_id)] ?? `store job ${num(d.job_id)}`;
   const entry = (kind: TimelineKind, title: string, text = '', error = false): TimelineEntry => ({
     t_s: event.t_rel_ms / 1000,
     kind,
@@ -85,11 +95,11 @@ function fromEvent(event: RunEvent): TimelineEntry | undefined {
   const key = `${event.kind}/${event.name}`;
   switch (key) {
     case 'job/started':
-      return entry('job', `job-${num(d.job_id)} ${String(d.kind)} started`, String(d.command ?? ''));
+      return entry('job', `${job} ${String(d.kind)} started`, String(d.command ?? ''));
     case 'job/finished':
       return entry(
         'job',
-        `job-${num(d.job_id)} ${String(d.kind)} ${String(d.state)}`,
+        `${job} ${String(d.kind)} ${String(d.state)}`,
         `exit code ${d.exit_code ?? '–'}, ${num(d.cpu_s).toFixed(1)} CPU s${num(d.gpu_s) > 0 ? `, ${num(d.gpu_s).toFixed(1)} GPU s` : ''}` +
           (typeof d.episodes_done === 'number' ? `, ${d.episodes_done} episodes` : ''),
         failedJobStates.has(String(d.state)),
@@ -190,9 +200,10 @@ function fromTranscript(sources: TimelineSources, toolEvents: Map<string, RunEve
   return entries;
 }
 
-/** Cuts a text to the limit, saying how much was left out. */
-function bound(text: string): string {
-  const limit = timelineLimits.textChars;
+/** Cuts an entry's text to its kind's limit, saying how much was left out. */
+const limitOf = (entry: TimelineEntry) => (entry.kind === 'tool' ? timelineLimits.toolTextChars : timelineLimits.textChars);
+
+function bound(text: string, limit: number): string {
   return text.length <= limit ? text : `${text.slice(0, limit)} … (${text.length - limit} more characters)`;
 }
 
@@ -209,7 +220,7 @@ export function buildTimeline(sources: TimelineSources): Timeline {
   const told = fromTranscript(sources, toolEvents, matched);
   const recorded = sources.events
     .flatMap((event) => {
-      const entry = event.kind === 'tool' ? (matched.has(event) ? undefined : fromToolEvent(event)) : fromEvent(event);
+      const entry = event.kind === 'tool' ? (matched.has(event) ? undefined : fromToolEvent(event)) : fromEvent(event, sources.jobIds);
       return entry ? [entry] : [];
     })
     .map((entry, order) => ({ entry, order }))
@@ -240,13 +251,15 @@ export function buildTimeline(sources: TimelineSources): Timeline {
           ...all.slice(-limit / 2),
         ]
       : all;
-  const longTexts = kept.filter((entry) => entry.text.length > timelineLimits.textChars).length;
+  const longTexts = kept.filter((entry) => entry.text.length > limitOf(entry)).length;
   const cuts = [
     ...(left > 0 ? [`${left} of ${all.length} entries left out (the first and last ${limit / 2} are shown)`] : []),
-    ...(longTexts > 0 ? [`${longTexts} texts cut to ${timelineLimits.textChars} characters`] : []),
+    ...(longTexts > 0
+      ? [`${longTexts} texts cut to ${timelineLimits.textChars} characters (tool calls to ${timelineLimits.toolTextChars})`]
+      : []),
   ];
   return {
-    entries: kept.map((entry) => ({ ...entry, t_s: Math.round(entry.t_s * 10) / 10, text: bound(entry.text) })),
+    entries: kept.map((entry) => ({ ...entry, t_s: Math.round(entry.t_s * 10) / 10, text: bound(entry.text, limitOf(entry)) })),
     transcript: sources.note,
     cut: cuts.length > 0 ? `${cuts.join('; ')}.` : null,
   };
@@ -255,11 +268,13 @@ export function buildTimeline(sources: TimelineSources): Timeline {
 /** The run's timeline from its record and, for a launched run, the transcript the launcher saved. */
 export function loadTimeline(store: Store, runId: string, events: RunEvent[]): Timeline {
   const createdAt = store.getRun(runId)?.created_at;
+  const jobIds = Object.fromEntries(store.listJobs(runId).map((job) => [job.id, jobId(job)]));
   const launched = events.find((event) => event.kind === 'agent' && event.name === 'launched');
   if (!launched) {
     return buildTimeline({
       events,
       createdAt,
+      jobIds,
       note: "No agent transcript: the run was not started by a2rl run (an operator's own client), so the timeline holds the tool calls, jobs and scores the server recorded.",
     });
   }
@@ -269,6 +284,7 @@ export function loadTimeline(store: Store, runId: string, events: RunEvent[]): T
     return buildTimeline({
       events,
       createdAt,
+      jobIds,
       note: `The agent transcript ${path} could not be read; the timeline holds the server's record.`,
     });
   }
@@ -276,6 +292,7 @@ export function loadTimeline(store: Store, runId: string, events: RunEvent[]): T
   return buildTimeline({
     events,
     createdAt,
+    jobIds,
     transcript,
     note:
       transcript.steps.length > 0
@@ -290,10 +307,16 @@ export const timelineStyle = `#timeline-entries{list-style:none;padding:0;margin
 #timeline-entries .message{border-color:#36c;background:#f5f8ff}#timeline-entries .prompt{border-color:#888}#timeline-entries .reasoning{border-color:#99c}
 #timeline-entries .tool{border-color:#6a6}#timeline-entries .job{border-color:#e80}#timeline-entries .submission,#timeline-entries .score{border-color:#c3c}
 #timeline-entries :is(.message,.prompt,.reasoning) .text{font:13px/1.4 system-ui,sans-serif}
-#timeline-entries .error{border-color:#d44;background:#fff4f4}#timeline-search{width:24em;padding:3px}`;
+#timeline-entries .error{border-color:#d44;background:#fff4f4}#timeline-search{width:24em;padding:3px}
+#timeline-entries summary{cursor:pointer;font:12px/1.35 ui-monospace,monospace;color:#444}`;
 
-/** Filters the entries by the search box's words (all must appear), in the page itself: the report stays one file. */
-const searchScript = `(() => {
+/**
+ * The report's one script, beside it in the export as report.js (the view serves this package's copy at that path):
+ * it filters the entries by the search box's words (all must appear). A file, not inline, so the view's CSP
+ * (`script-src 'self'`) runs it.
+ */
+export const timelineScriptFile = 'report.js';
+export const timelineScript = `(() => {
   const box = document.getElementById('timeline-search');
   const count = document.getElementById('timeline-count');
   const entries = [...document.querySelectorAll('#timeline-entries > li')];
@@ -303,16 +326,25 @@ const searchScript = `(() => {
     for (const entry of entries) {
       entry.hidden = !words.every((word) => entry.textContent.toLowerCase().includes(word));
       if (!entry.hidden) shown++;
+      // A match inside folded arguments is shown unfolded; clearing the search folds them again.
+      for (const folded of entry.querySelectorAll('details')) folded.open = words.length > 0 && !entry.hidden;
     }
     count.textContent = words.length ? shown + ' of ' + entries.length + ' entries match' : entries.length + ' entries';
   });
 })();`;
 
+/** An entry's text; a tool call's long arguments or answer whole but folded, its start shown. */
+function entryText(entry: TimelineEntry): string {
+  if (!entry.text) return '';
+  if (entry.kind !== 'tool' || entry.text.length <= foldChars) return `<div class="text">${escapeHtml(entry.text)}</div>`;
+  return `<details><summary>${escapeHtml(entry.text.slice(0, foldChars / 2))}… (${entry.text.length} characters)</summary><div class="text">${escapeHtml(entry.text)}</div></details>`;
+}
+
 /** The timeline as a section of the HTML report: a search box over an ordered list. */
 export function timelineHtml(timeline: Timeline): string {
   const items = timeline.entries.map(
     (entry) =>
-      `<li class="${entry.kind}${entry.error ? ' error' : ''}" data-kind="${entry.kind}" data-source="${entry.source}"><span class="when">${formatDuration(entry.t_s)}</span><span class="kind">${entry.kind}</span><b>${escapeHtml(entry.title)}</b>${entry.text ? `<div class="text">${escapeHtml(entry.text)}</div>` : ''}</li>`,
+      `<li class="${entry.kind}${entry.error ? ' error' : ''}" data-kind="${entry.kind}" data-source="${entry.source}"><span class="when">${formatDuration(entry.t_s)}</span><span class="kind">${entry.kind}</span><b>${escapeHtml(entry.title)}</b>${entryText(entry)}</li>`,
   );
   return `<h2 id="timeline">Timeline</h2>
 <p>${escapeHtml(timeline.transcript)}${timeline.cut ? ` <b>Cut to keep the report small:</b> ${escapeHtml(timeline.cut)}` : ''}</p>
@@ -320,5 +352,5 @@ export function timelineHtml(timeline: Timeline): string {
 <ol id="timeline-entries">
 ${items.join('\n')}
 </ol>
-<script>${searchScript}</script>`;
+<script src="${timelineScriptFile}"></script>`;
 }

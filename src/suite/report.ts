@@ -13,7 +13,7 @@ import {
 import type { Route } from '../reports/route.js';
 import type { Store } from '../store/store.js';
 import { getTaskFile } from '../tasks/task.js';
-import type { PriceTable } from '../transcripts/prices.js';
+import { formatUsd, type PriceTable } from '../transcripts/prices.js';
 import { type Cell, cellRuns, runStanding } from './plan.js';
 import type { Suite } from './schema.js';
 
@@ -163,7 +163,7 @@ const columns: Array<[string, (row: SuiteRow) => string]> = [
   ['infrastructure failures', (r) => String(r.infrastructure_failures)],
   ['interrupted', (r) => String(r.interrupted)],
   ['tokens per run', (r) => (r.mean_tokens === null ? '' : String(r.mean_tokens))],
-  ['$ per run', (r) => fixed(r.mean_cost_usd, 4)],
+  ['$ per run', (r) => (r.mean_cost_usd === null ? '' : formatUsd(r.mean_cost_usd))],
   ['Δ per $', (r) => fixed(r.gain_per_dollar)],
 ];
 

@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { sandboxNames } from '../../sandbox/registry.js';
+import { builtinAgent, commandFrom } from '../launch/agents.js';
 import { checkAgentEnvName } from '../launch/environment.js';
 import { parseBudget } from '../tasks/budget.js';
 import { getTaskFile } from '../tasks/task.js';
@@ -209,8 +210,20 @@ function checkSuite(path: string, suite: SuiteFile): Suite {
     for (const file of typeof replay === 'string' ? [replay] : Object.values(replay ?? {})) {
       if (!existsSync(file)) problems.push(`agents[${index}].replay: no file at ${file} (paths are relative to the suite file)`);
     }
+    // The launcher refuses these too, but only when its cell comes up: a suite is refused before its first run.
+    const kind = agent.agent === undefined ? undefined : builtinAgent(agent.agent);
+    for (const [field, args] of [
+      ['args', agent.args],
+      ...agent.models.map((model, m) => [`models[${m}].args`, model.args] as const),
+    ] as const) {
+      const named = kind?.modelArgument?.(args);
+      if (named)
+        problems.push(`agents[${index}].${field}: ${named} names the model, which the runs would not record; list it under models:`);
+    }
     const bind = agent.bind.map((path) => resolve(folder, path));
-    return { ...agent, id: agent.id ?? agent.agent ?? (agent.replay !== undefined ? 'replay' : 'command'), replay, bind };
+    // Like replay: and bind:, a command's own ./ path is the suite file's.
+    const command = agent.command === undefined ? {} : { command: commandFrom(folder, agent.command) };
+    return { ...agent, id: agent.id ?? agent.agent ?? (agent.replay !== undefined ? 'replay' : 'command'), replay, bind, ...command };
   });
   const ids = agents.map((agent) => agent.id);
   const duplicateId = ids.find((id, index) => ids.indexOf(id) !== index);

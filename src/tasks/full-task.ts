@@ -105,16 +105,73 @@ export async function resolveFullTask(taskId: string, home: string, modelId?: st
   };
 }
 
+/** Which environment packages a full-tier task with stand-ins plays on (task.json `standins`): `A2RL_ENV_PACKAGES`. */
+export const environmentSelections = ['standin', 'upstream'] as const;
+export type EnvironmentSelection = (typeof environmentSelections)[number];
+
 /**
- * The task's stand-ins (tasks/<library>/standins/<name>) that the runtime has no real package of, as libraries shown at
- * lib/<name>: with the upstream package installed in the runtime, it is imported instead, and the task runs unchanged.
+ * `A2RL_ENV_PACKAGES`: `standin` (the default) or `upstream`. The stand-in by default, whatever the runtime holds: a
+ * score then never depends on what happens to be installed on a host, and the stand-in is what CI checks against
+ * upstream's behaviour; `upstream` is asked for, and refused where the runtime lacks the package.
  */
-function standinLibraries(names: string[], runtime: string, library: string): TaskLibrary[] {
+export function environmentSelection(value = process.env.A2RL_ENV_PACKAGES): EnvironmentSelection {
+  if (value === undefined || value === '') return 'standin';
+  if (!(environmentSelections as readonly string[]).includes(value)) {
+    throw new A2rlError(
+      'INVALID_INPUT',
+      `A2RL_ENV_PACKAGES=${value} is not an environment selection: set it to standin or upstream, or unset it (standin).`,
+    );
+  }
+  return value as EnvironmentSelection;
+}
+
+/**
+ * The task's stand-ins as libraries shown at lib/<name> (tasks/<library>/standins/<name>), ahead of the runtime's
+ * site-packages on PYTHONPATH, so a stand-in is never shadowed by, nor shadows unasked, an installed upstream package.
+ * With `upstream` none is shown and each must be in the runtime (`upstreamPackage`), else the run is refused.
+ */
+export function standinLibraries(
+  names: string[],
+  runtime: string,
+  library: string,
+  selection: EnvironmentSelection = environmentSelection(),
+): TaskLibrary[] {
+  if (selection === 'standin') return names.map((name) => ({ name, source: join(library, 'standins', name) }));
+  const missing = names.filter((name) => upstreamPackage(runtime, name) === undefined);
+  if (missing.length > 0) {
+    throw new A2rlError(
+      'UNAVAILABLE',
+      `A2RL_ENV_PACKAGES=upstream, but ${runtime} has no ${missing.join(', ')} package: install upstream's into its site-packages, or unset A2RL_ENV_PACKAGES to play on the stand-in.`,
+    );
+  }
+  return [];
+}
+
+/**
+ * The upstream package `name` as the runtime holds it: `dist@version` of the distribution that provides it (its
+ * dist-info's top_level.txt or RECORD), `unknown` for a bare site-packages/<name> folder; undefined where it has none.
+ */
+export function upstreamPackage(runtime: string, name: string): string | undefined {
   const libDir = join(runtime, 'lib');
-  const sitePackages = existsSync(libDir) ? readdirSync(libDir).map((python) => join(libDir, python, 'site-packages')) : [];
-  return names
-    .filter((name) => !sitePackages.some((dir) => existsSync(join(dir, name))))
-    .map((name) => ({ name, source: join(library, 'standins', name) }));
+  if (!existsSync(libDir)) return undefined;
+  let bare: string | undefined;
+  for (const python of readdirSync(libDir)) {
+    const site = join(libDir, python, 'site-packages');
+    if (!existsSync(site)) continue;
+    if (existsSync(join(site, name))) bare = 'unknown';
+    for (const entry of readdirSync(site).filter((e) => e.endsWith('.dist-info'))) {
+      const info = join(site, entry);
+      const provides = ['top_level.txt', 'RECORD']
+        .filter((file) => existsSync(join(info, file)))
+        .flatMap((file) => readFileSync(join(info, file), 'utf8').split('\n'))
+        .map((line) => line.split(/[/,]/)[0]!.trim());
+      if (!provides.includes(name)) continue;
+      const metadata = existsSync(join(info, 'METADATA')) ? readFileSync(join(info, 'METADATA'), 'utf8') : '';
+      const field = (key: string) => new RegExp(`^${key}: *(.+)$`, 'm').exec(metadata)?.[1]?.trim();
+      return `${field('Name') ?? entry.replace(/-[^-]*\.dist-info$/, '')}@${field('Version') ?? 'unknown'}`;
+    }
+  }
+  return bare;
 }
 
 /** The folder's tree hash (as hashDirectory and a submission's snapshot compute it) from its verified manifest, manifest.json included. */

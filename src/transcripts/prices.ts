@@ -117,3 +117,20 @@ export function pricedUsage(
     usage.outputTokens * price.output;
   return { ...usage, costUsd: dollars / 1e6, costSource: 'price-table', priceTable: `${table.date} (${table.source})` };
 }
+
+/** Decimals every dollar figure shows: the report, the leaderboard (CLI and view), the suite report and the export. */
+export const usdDecimals = 4;
+
+/**
+ * A dollar figure rounded to {@link usdDecimals}, half away from zero on its decimal value: `toFixed` alone rounds the
+ * binary fraction (0.00405 → "0.0040") while scaling by 10⁴ first rounds up ("0.0041"), so the same run read differently.
+ */
+export function roundUsd(usd: number): number {
+  const scale = 10 ** usdDecimals;
+  // toPrecision(12) drops the binary noise of the product (0.00405 × 10⁴ = 40.49999…) before rounding.
+  const scaled = Number((Math.abs(usd) * scale).toPrecision(12));
+  return (Math.sign(usd) * Math.round(scaled)) / scale;
+}
+
+/** A dollar figure as every table shows it, without the "$": "0.0041". */
+export const formatUsd = (usd: number): string => roundUsd(usd).toFixed(usdDecimals);

@@ -1,52 +1,142 @@
 import cliProgress from 'cli-progress';
 
+/**
+ * Long work's progress on stderr (never stdout: in `serve`'s stdio mode stdout is the protocol): on a terminal a bar
+ * (or, when the total is unknown, a counting line) redrawn in place; without one, a {@link progressLine} every few
+ * seconds while the work lasts, never one per item, so a log or CI shows the work alive without filling up.
+ */
 export interface Progress {
+  /** One item done; `detail`, if given, names it (or what comes next). */
   tick(detail?: string): void;
+  /** Names the item under way, shown until the next tick or note. */
+  note(detail: string): void;
+  /** A line of the work's own output, above a bar or counting line (stderr unless `to` says otherwise). */
+  print(line: string, to?: Pick<NodeJS.WritableStream, 'write'>): void;
+  /** Ends it; a later call does nothing (a command stops it before its output, and again on its way out). */
   stop(): void;
 }
 
-/** A progress bar on stderr for long work (exports, reports over many runs); silent unless stderr is a terminal. */
-export function startProgress(label: string, total: number): Progress {
-  if (!process.stderr.isTTY || total <= 1) return { tick: () => undefined, stop: () => undefined };
-  const bar = new cliProgress.SingleBar(
-    { format: `  ${label} {bar} {value}/{total} {detail}`, hideCursor: true, clearOnComplete: true, stream: process.stderr },
-    cliProgress.Presets.shades_classic,
-  );
-  bar.start(total, 0, { detail: '' });
-  return { tick: (detail = '') => bar.increment(1, { detail }), stop: () => bar.stop() };
+/** Where progress goes and its clock: stderr and the real clock, or a test's own of both. */
+export interface ProgressOptions {
+  stream?: Pick<NodeJS.WriteStream, 'write'> & { isTTY?: boolean };
+  now?: () => number;
+  /** Without a terminal, seconds between lines; 0: a line at each item (default {@link progressLineSeconds}). */
+  everySeconds?: number;
 }
 
-/** How often a wait without a terminal says it is still waiting: a log then shows progress without a line a second. */
-export const quietLineSeconds = 10;
+/** Seconds between lines without a terminal: $A2RL_PROGRESS_SECONDS, else 10. */
+export function progressLineSeconds(): number {
+  const seconds = Number(process.env.A2RL_PROGRESS_SECONDS);
+  return process.env.A2RL_PROGRESS_SECONDS && Number.isFinite(seconds) && seconds >= 0 ? seconds : 10;
+}
 
-/**
- * A wait of unknown length (a grading, a job, the next task): on a terminal one line that counts the seconds, else a
- * line every {@link quietLineSeconds} once it has lasted that long, so a log or CI shows the work is alive.
- */
-export function startWaiting(
-  label: string,
-  stream: NodeJS.WriteStream = process.stderr,
-): Progress & { print(line: string, to?: NodeJS.WritableStream): void } {
-  const started = Date.now();
-  const seconds = () => Math.round((Date.now() - started) / 1000);
-  const tty = stream.isTTY === true;
-  const timer = setInterval(
-    () => stream.write(tty ? `\r  ${label}: ${seconds()} s` : `  ${label}: still waiting after ${seconds()} s\n`),
-    tty ? 1000 : quietLineSeconds * 1000,
-  ).unref();
+/** A duration as budgets write it: 42s, 3m05s, 1h02m. */
+export function shortDuration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+/** How far the work is: items done (of the total, where known), the time so far and, once an item is done, an ETA. */
+export function progressLine(label: string, done: number, total: number | undefined, elapsedMs: number, detail = ''): string {
+  const count = total === undefined ? (done > 0 ? `${done} done, ` : '') : `${done}/${total} done, `;
+  const eta = total !== undefined && done > 0 && done < total ? `, ETA ${shortDuration(((elapsedMs / done) * (total - done)) / 1000)}` : '';
+  return `  ${label}: ${count}${shortDuration(elapsedMs / 1000)} so far${eta}${detail ? `; ${detail}` : ''}`;
+}
+
+/** Progress through `total` items (steps of a replay, tasks of a demo), or through work of unknown length (`undefined`). */
+export function startProgress(label: string, total: number | undefined, options: ProgressOptions = {}): Progress {
+  const progress = progressOn(label, total, options);
   let stopped = false;
   return {
-    tick: () => undefined,
-    // A line of the work's own output, above the counting line.
-    print: (line, to = stream) => {
-      if (tty) stream.write('\r\x1b[K');
-      to.write(`${line}\n`);
-    },
+    ...progress,
     stop: () => {
       if (stopped) return;
       stopped = true;
+      progress.stop();
+    },
+  };
+}
+
+/** The progress display `startProgress` picks for its stream: a bar, a counting line, or log lines. */
+function progressOn(label: string, total: number | undefined, options: ProgressOptions): Progress {
+  const stream = options.stream ?? process.stderr;
+  const now = options.now ?? Date.now;
+  const started = now();
+  let done = 0;
+  let detail = '';
+  if (stream.isTTY && total !== undefined) {
+    const bar = new cliProgress.SingleBar(
+      {
+        format: `  ${label} {bar} {value}/{total} ETA {eta_formatted} {detail}`,
+        hideCursor: true,
+        clearOnComplete: true,
+        stream: stream as NodeJS.WriteStream,
+      },
+      cliProgress.Presets.shades_classic,
+    );
+    bar.start(total, 0, { detail: '' });
+    return {
+      tick: (next) => bar.increment(1, next === undefined ? {} : { detail: next }),
+      note: (next) => bar.update({ detail: next }),
+      print: (line, to = stream) => {
+        stream.write('\r\x1b[K');
+        to.write(`${line}\n`);
+        bar.render();
+      },
+      stop: () => bar.stop(),
+    };
+  }
+  if (stream.isTTY) {
+    // Unknown length: one line counting the seconds, redrawn each second once the work has lasted one.
+    const draw = () => stream.write(`\r\x1b[K${progressLine(label, done, total, now() - started, detail).slice(0, 150)}`);
+    const timer = setInterval(draw, 1000).unref();
+    return {
+      tick: (next) => {
+        done++;
+        detail = next ?? detail;
+      },
+      note: (next) => (detail = next),
+      print: (line, to = stream) => {
+        stream.write('\r\x1b[K');
+        to.write(`${line}\n`);
+      },
+      stop: () => {
+        clearInterval(timer);
+        if (now() - started >= 1000) stream.write('\r\x1b[K');
+      },
+    };
+  }
+  const everyMs = (options.everySeconds ?? progressLineSeconds()) * 1000;
+  let lastLine = started;
+  /** Items done at the last line printed; undefined before the first. */
+  let printed: number | undefined;
+  const line = () => {
+    lastLine = now();
+    printed = done;
+    stream.write(`${progressLine(label, done, total, lastLine - started, detail)}\n`);
+  };
+  const due = () => {
+    if (now() - lastLine >= everyMs) line();
+  };
+  // A long item still shows the work is alive; the clock decides, so a test's clock that stands still prints nothing.
+  const timer = everyMs > 0 ? setInterval(due, Math.min(everyMs, 1000)).unref() : undefined;
+  return {
+    tick: (next) => {
+      done++;
+      detail = next ?? detail;
+      due();
+    },
+    note: (next) => (detail = next),
+    print: (text, to = stream) => to.write(`${text}\n`),
+    stop: () => {
       clearInterval(timer);
-      if (tty && seconds() >= 1) stream.write('\r\x1b[K');
+      // The end, where lines were printed: the log then says it finished, and in how long.
+      if (printed !== undefined && printed !== done) {
+        detail = '';
+        line();
+      }
     },
   };
 }

@@ -50,7 +50,9 @@ export function page(frame: PageFrame): string {
   const nav = (href: string, name: string, key: PageFrame['current']) =>
     `<a href="${href}"${frame.current === key ? ' aria-current="page"' : ''}>${name}</a>`;
   const styles = ['view.css', ...(frame.styles ?? [])].map((s) => `<link rel="stylesheet" href="/view/assets/${s}">`).join('');
-  const scripts = [...(frame.scripts ?? []), 'view.js'].map((s) => `<script src="/view/assets/${s}" defer></script>`).join('');
+  const scripts = ['clean-url.js', ...(frame.scripts ?? []), 'view.js']
+    .map((s) => `<script src="/view/assets/${s}" defer></script>`)
+    .join('');
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(frame.title)} · a2rl view</title>${styles}${scripts}</head>

@@ -1,26 +1,14 @@
 import { open } from 'node:fs/promises';
 
 /**
- * Bounded, asynchronous reads of job logs (on libuv's thread pool, never blocking the event loop), and the training
- * curve in them: lines with a step and a loss, as `microlm.train.fit` prints them ("step 50/800 loss 0.521 …") and
- * most training loops do.
+ * Bounded, asynchronous reads of job logs (on libuv's thread pool, never blocking the event loop); the training curve
+ * in them is read by src/reports/metrics.ts.
  */
 
 /** Most of a log one push (or a page) reads: a log that grows faster is shown from its newest part. */
 export const maxPushBytes = 16 * 1024;
 /** Most of a log a page reads for its training curve. */
 export const curveBytes = 256 * 1024;
-
-export type CurvePoint = [step: number, loss: number];
-
-const stepLoss = /\bstep\s*[:=]?\s*(\d+)(?:\s*\/\s*\d+)?\b.*?\bloss\s*[:=]?\s*(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)/i;
-
-export function curvePoints(text: string): CurvePoint[] {
-  return text.split('\n').flatMap((line) => {
-    const match = stepLoss.exec(line);
-    return match ? [[Number(match[1]), Number(match[2])] as CurvePoint] : [];
-  });
-}
 
 export interface LogChunk {
   /** Whole lines only, unless `final`: a line still being written is left for the next read. */

@@ -4,7 +4,9 @@ import { integrityBlock } from '../reports/render.js';
 import { submissionId } from '../core/submissions.js';
 import type { ViewData } from './data.js';
 import { budgetBar, cell, clock, escapeHtml, page, score } from './html.js';
-import { curveBytes, curvePoints, maxPushBytes, newestLines, readLogFrom } from './log-tail.js';
+import { curveBytes, maxPushBytes, newestLines, readLogFrom } from './log-tail.js';
+import { jobId } from '../core/job-ids.js';
+import { lossCurve } from '../reports/metrics.js';
 
 /**
  * One run's page: its budget, the timeline of tool calls, its jobs with a live log tail and training curve, its
@@ -23,6 +25,21 @@ const brief = (value: unknown, length = 160): string => {
   return text.length > length ? `${text.slice(0, length)}…` : text;
 };
 
+/** Most of one tool call's arguments a row holds: whole for any usual call (events.jsonl keeps them all). */
+const argumentChars = 16_000;
+
+/** A tool call's arguments: short ones as they are, longer ones whole but folded, their start shown. */
+function argumentsCell(value: unknown): string {
+  const line = typeof value === 'string' ? value : JSON.stringify(value ?? '');
+  if (line.length <= 100) return `<code>${escapeHtml(line)}</code>`;
+  const whole = typeof value === 'string' ? value : JSON.stringify(value, null, 2);
+  const shown =
+    whole.length > argumentChars
+      ? `${whole.slice(0, argumentChars)}… (${whole.length - argumentChars} more characters in events.jsonl)`
+      : whole;
+  return `<details><summary><code>${escapeHtml(line.slice(0, 100))}…</code></summary><pre class="arguments">${escapeHtml(shown)}</pre></details>`;
+}
+
 /** One tool call of the timeline; the live stream sends each new one. */
 export function toolRow(event: EventRow): string {
   const data = JSON.parse(event.data) as { arguments?: unknown; error?: string; result?: unknown; duration_ms?: number };
@@ -32,7 +49,7 @@ export function toolRow(event: EventRow): string {
       : `<span class="err">error</span> ${escapeHtml(brief(data.error))}`;
   return (
     `<tr data-event="${event.id}"><td>${clock(event.at)}</td><td><code>${escapeHtml(event.name)}</code></td>` +
-    `<td><code>${escapeHtml(brief(data.arguments, 100))}</code></td><td>${outcome}</td><td class="num">${data.duration_ms ?? '–'} ms</td></tr>`
+    `<td>${argumentsCell(data.arguments)}</td><td>${outcome}</td><td class="num">${data.duration_ms ?? '–'} ms</td></tr>`
   );
 }
 
@@ -45,22 +62,25 @@ export function jobStatus(job: JobRow): string {
   );
 }
 
-const jobName = (job: JobRow) => (job.seq === null ? `grading ${job.id}` : `job-${job.seq}`);
-
 /** A job's card: status, log tail and (for training) the curve, with the log offset its live tail continues from. */
 export async function jobCard(job: JobRow): Promise<{ html: string; offset: number }> {
   // One read for both, so the curve shows no step the tail lacks and the live tail goes on from where both end.
   const read = await readLogFrom(job.log_path, 0, job.kind === 'training' ? curveBytes : maxPushBytes, job.state !== 'running');
-  const curve = job.kind === 'training' ? curvePoints(read.text) : [];
+  const curve = lossCurve(job.kind === 'training' ? read.text : '');
+  const notes = [
+    ...(curve.restarts > 0 ? [`${curve.restarts} restart(s): each new segment placed after the last, with a gap`] : []),
+    ...(curve.dropped > 0 ? [`${curve.dropped} nan, inf or huge loss value(s) left out`] : []),
+  ];
   const tail = newestLines(read.text, maxPushBytes);
   const html =
-    `<article class="job" id="job-${job.id}" data-job="${job.id}" data-offset="${read.next}" aria-labelledby="job-${job.id}-title">` +
-    `<h3 id="job-${job.id}-title">${jobName(job)} <code>${escapeHtml(brief(job.command, 100))}</code></h3>` +
+    `<article class="job" id="card-${job.id}" data-job="${job.id}" data-offset="${read.next}" aria-labelledby="card-${job.id}-title">` +
+    `<h3 id="card-${job.id}-title">${jobId(job)} <code>${escapeHtml(brief(job.command, 100))}</code></h3>` +
     `<p class="status">${jobStatus(job)}</p>` +
     (job.kind === 'training'
-      ? `<div class="chart" role="img" aria-label="Training loss by step of ${jobName(job)}" data-points="${curve.length}" data-curve="${escapeHtml(JSON.stringify(curve))}"></div>`
+      ? `<div class="chart" role="img" aria-label="Training loss by step of ${jobId(job)}" data-points="${curve.points.length}" data-curve="${escapeHtml(JSON.stringify(curve.points))}"></div>` +
+        (notes.length > 0 ? `<p class="muted">As of this page's load: ${notes.join('; ')}.</p>` : '')
       : '') +
-    `<pre class="log" tabindex="0" aria-label="Log of ${jobName(job)}, newest last">${read.skipped > 0 || tail.cut ? '… earlier output not shown\n' : ''}${escapeHtml(tail.text)}</pre></article>`;
+    `<pre class="log" tabindex="0" aria-label="Log of ${jobId(job)}, newest last">${read.skipped > 0 || tail.cut ? '… earlier output not shown\n' : ''}${escapeHtml(tail.text)}</pre></article>`;
   return { html, offset: read.next };
 }
 
@@ -102,7 +122,15 @@ function integritySection(data: ViewData, run: RunRow): string {
   return integrityBlock(runIntegrity(data.store, run.id), evidence);
 }
 
-export async function runPage(data: ViewData, runId: string): Promise<string | undefined> {
+/** The transcript, a line to an element so the search box can show only the lines that match. */
+const transcriptLines = (text: string) =>
+  text
+    .split('\n')
+    .map((line) => `<span class="line">${escapeHtml(line)}\n</span>`)
+    .join('');
+
+/** `csrf`: the browser session's CSRF token, which the export form posts back (empty for a bearer request). */
+export async function runPage(data: ViewData, runId: string, csrf = ''): Promise<string | undefined> {
   const run = data.store.getRun(runId);
   if (!run) return undefined;
   const after = data.lastEventId();
@@ -128,8 +156,9 @@ export async function runPage(data: ViewData, runId: string): Promise<string | u
     `<dl class="facts"><dt>task</dt><dd>${cell(run.task_id)}</dd><dt>agent</dt><dd>${cell(run.agent ?? run.label)}` +
     `${run.agent_version ? ` ${escapeHtml(run.agent_version)}` : ''}</dd><dt>driver model</dt><dd>${cell(run.driver_model)}</dd>` +
     `<dt>batch</dt><dd>${cell(launch.batch)}</dd><dt>started</dt><dd>${new Date(run.created_at).toISOString()}</dd></dl>` +
-    `<p class="links"><a href="/view/runs/${id}/export/report.html">Static report</a> · <a href="/view/runs/${id}/export/">Export folder</a>` +
-    ` <span class="muted">(written when opened, as <code>a2rl runs export ${escapeHtml(run.id)}</code> writes it)</span></p>` +
+    `<form class="links" method="post" action="/view/runs/${id}/export"><input type="hidden" name="csrf" value="${escapeHtml(csrf)}">` +
+    `<button type="submit">Write the export</button> and open its static report · <a href="/view/runs/${id}/export/">Export folder</a>` +
+    ` <span class="muted">(as last written, as <code>a2rl runs export ${escapeHtml(run.id)}</code> writes it)</span></form>` +
     `</div>` +
     `<section aria-labelledby="h-budget"><h2 id="h-budget">Budget and score</h2><div id="budget">${budgetSection(data, run.id)}</div></section>` +
     `<section aria-labelledby="h-integrity"><h2 id="h-integrity">Integrity</h2><div id="integrity">${integritySection(data, run)}</div></section>` +
@@ -139,14 +168,16 @@ export async function runPage(data: ViewData, runId: string): Promise<string | u
     `<div id="rewards" class="chart" role="img" aria-label="Mean reward of each rollout batch by seconds into the run" data-points="${rewards.length}" data-curve="${escapeHtml(JSON.stringify(rewards))}"></div>` +
     `${rewards.length === 0 ? '<p class="none">no rollout batch yet</p>' : ''}</section>` +
     `</div><div>` +
-    `<section aria-labelledby="h-tools"><h2 id="h-tools">Tool calls</h2><div class="scroll"><table id="tools"><thead><tr>` +
+    `<section aria-labelledby="h-tools"><h2 id="h-tools">Tool calls</h2>` +
+    `<p><input type="search" id="run-search" placeholder="Search tool calls and the transcript" aria-label="Search the tool calls and the agent transcript">` +
+    ` <span id="run-search-count" aria-live="polite"></span></p><div class="scroll"><table id="tools"><thead><tr>` +
     `<th scope="col">at</th><th scope="col">tool</th><th scope="col">arguments</th><th scope="col">result</th><th scope="col">took</th></tr></thead>` +
     `<tbody>${tools.map(toolRow).join('\n')}</tbody></table></div></section>` +
     `<section aria-labelledby="h-subs"><h2 id="h-subs">Submissions and grades</h2><div id="submissions" class="scroll">${submissionsTable(data, run.id)}</div></section>` +
     `</div></div>` +
     `<section aria-labelledby="h-transcript"><h2 id="h-transcript">Agent transcript</h2>` +
     (transcript
-      ? `<p class="muted">The end of <code>${escapeHtml(launch.transcript!)}</code>, as of this page's load.</p><pre class="log" tabindex="0">${escapeHtml(transcript.text)}</pre>`
+      ? `<p class="muted">The end of <code>${escapeHtml(launch.transcript!)}</code>, as of this page's load.</p><pre class="log" id="transcript" tabindex="0">${transcriptLines(transcript.text)}</pre>`
       : '<p class="none">none recorded (the agent was not started by a2rl run)</p>') +
     `</section>`;
   return page({

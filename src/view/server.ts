@@ -5,6 +5,7 @@ import { defaultDiskQuotaBytes } from '../core/engine.js';
 import type { Store } from '../store/store.js';
 import { isA2rlError } from '../util/errors.js';
 import { createView } from './worker-proxy.js';
+import { loginCode } from './token.js';
 
 export interface ViewServeOptions {
   store: Store;
@@ -43,7 +44,10 @@ export async function serveView(options: ViewServeOptions): Promise<void> {
       `a2rl: warning: the view listens on ${options.host}, reachable from other machines; its token travels in clear text unless a TLS proxy fronts it.\n`,
     );
   }
-  process.stderr.write(`a2rl: view at ${baseUrl}/view (open ${baseUrl}/view?token=<token>; a2rl view-token prints the token)\n`);
+  process.stderr.write(
+    `a2rl: view at ${baseUrl}/view; log in within a minute at ${baseUrl}/view?code=${loginCode(options.token)} (works once; ` +
+      `a2rl view-token --link ${baseUrl} prints a fresh link)\n`,
+  );
   const signal = await new Promise<string>((resolve) => {
     for (const name of ['SIGINT', 'SIGTERM'] as const) process.once(name, () => resolve(name));
   });

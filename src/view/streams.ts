@@ -1,9 +1,11 @@
+import { A2rlError } from '../util/errors.js';
 import type { ViewData } from './data.js';
 import { leaderboardTable } from './leaderboard-page.js';
-import type { FeedBatch, LiveStream, SendEvent } from './live.js';
-import { curvePoints, maxPushBytes, readLogFrom } from './log-tail.js';
+import { type FeedBatch, type LiveStream, maxChannels, type SendEvent } from './live.js';
+import { LossCurve } from '../reports/metrics.js';
+import { curveBytes, maxPushBytes, readLogFrom } from './log-tail.js';
 import { budgetSection, cardKinds, jobCard, jobStatus, rewardPoint, submissionsTable, toolRow } from './run-page.js';
-import { matchesFilters, type RunFilters, runRow } from './runs-page.js';
+import { matchesFilters, runFilters, type RunFilters, runRow } from './runs-page.js';
 
 /**
  * What each page's stream pushes. Sections that are costlier to render (a run's budget and submissions, the runs
@@ -19,7 +21,58 @@ const boardFlushMs = 5000;
 /** Tool rows one push sends at most: a burst beyond it shows its newest calls. */
 const maxToolRows = 100;
 
-/** The runs page: a row for each run that changed (or was created), when it matches the page's filters. */
+/**
+ * The streams one live connection asks for: `c=<tab> <page's live URL>` for each tab of a browser sharing it
+ * (`/view/live?c=t1%20/view/live?after=5&c=t2%20/view/runs/r1/live?after=7&logs=3:120`); a URL without `c` is one
+ * page's own stream (channel ""). A page's live URL: `/view/live?after=N[&filters]` (runs), `…&board=1` (leaderboard),
+ * `/view/runs/<id>/live?after=N[&logs=<job>:<offset>,…]` (a run).
+ */
+export function liveStreams(data: ViewData, url: URL): Map<string, LiveStream> {
+  const specs = url.searchParams.getAll('c');
+  if (specs.length === 0) return new Map([['', pageStream(data, url)]]);
+  if (specs.length > maxChannels) {
+    throw new A2rlError('INVALID_INPUT', `${specs.length} tabs on one live connection; at most ${maxChannels}: close some tabs.`);
+  }
+  return new Map(
+    specs.map((spec) => {
+      const match = /^([\w-]{1,64}) (\/view\/\S*)$/.exec(spec);
+      if (!match) throw new A2rlError('INVALID_INPUT', `c=${spec.slice(0, 80)} is not "<tab> <page's live URL>"; reload the page.`);
+      return [match[1]!, pageStream(data, new URL(match[2]!, url))];
+    }),
+  );
+}
+
+function pageStream(data: ViewData, url: URL): LiveStream {
+  const after = Number(url.searchParams.get('after') ?? 0) || 0;
+  if (url.pathname === '/view/live') {
+    return url.searchParams.has('board') ? new BoardStream(data, after) : new RunsStream(data, runFilters(url), after);
+  }
+  const run = /^\/view\/runs\/([^/]+)\/live$/.exec(url.pathname);
+  if (!run) throw new A2rlError('NOT_FOUND', `No live stream at ${url.pathname}; reload the page.`);
+  let runId: string;
+  try {
+    runId = decodeURIComponent(run[1]!);
+  } catch {
+    throw new A2rlError('INVALID_INPUT', `The path "${run[1]}" is not valid percent-encoding; follow the view's own links.`);
+  }
+  if (!data.store.getRun(runId)) throw new A2rlError('NOT_FOUND', `No run "${runId}"; the runs are listed at /view.`);
+  return new RunStream(data, runId, after, logOffsets(url));
+}
+
+/** `logs=<job id>:<offset>,…`: where the page's log tails end, so its stream continues each from there. */
+function logOffsets(url: URL): Map<number, number> {
+  const pairs = (url.searchParams.get('logs') ?? '').split(',').flatMap((pair) => {
+    const match = /^(\d+):(\d+)$/.exec(pair);
+    return match ? [[Number(match[1]), Number(match[2])] as [number, number]] : [];
+  });
+  return new Map(pairs);
+}
+
+/**
+ * The runs page: a row for each run that changed (or was created) while it matches the page's filters, and its
+ * removal (`html: null`) once it no longer does (a run that ended on a page of active runs), so a filtered page
+ * stays true.
+ */
 export class RunsStream implements LiveStream {
   private readonly dirty = new Set<string>();
   private flushedAt = 0;
@@ -43,7 +96,8 @@ export class RunsStream implements LiveStream {
     this.flushedAt = now;
     for (const id of this.dirty) {
       const summary = this.data.summaryOf(id);
-      if (summary && matchesFilters(summary, this.filters)) send('row', { id, html: runRow(summary) }, this.after);
+      if (!summary) continue;
+      send('row', { id, html: matchesFilters(summary, this.filters) ? runRow(summary) : null }, this.after);
     }
     this.dirty.clear();
   }
@@ -60,7 +114,8 @@ export class BoardStream implements LiveStream {
   ) {}
 
   async push({ events }: FeedBatch, send: SendEvent): Promise<void> {
-    if (events.some((e) => e.kind === 'run' || e.kind === 'submission')) this.stale = true;
+    // A run's creation changes no row: only its end, check or submissions do.
+    if (events.some((e) => (e.kind === 'run' && e.name !== 'created') || e.kind === 'submission')) this.stale = true;
     if (!this.stale || Date.now() - this.flushedAt < boardFlushMs) return;
     this.flushedAt = Date.now();
     this.stale = false;
@@ -74,6 +129,8 @@ export class RunStream implements LiveStream {
   private flushedAt = 0;
   /** Where each job's log tail continues; a job leaves once its log was read to the end after it finished. */
   private readonly tails: Map<number, number>;
+  /** Each training job's loss curve as its pushes go on (src/reports/metrics.ts). */
+  private readonly curves = new Map<number, LossCurve>();
 
   constructor(
     private readonly data: ViewData,
@@ -127,16 +184,33 @@ export class RunStream implements LiveStream {
       const finished = job.state !== 'running';
       const chunk = await readLogFrom(job.log_path, offset, maxPushBytes, finished);
       this.tails.set(id, chunk.next);
-      if (chunk.text !== '' || chunk.skipped > 0) {
+      // `done`: the finished job's log was read whole, so the page stops naming its offset in its live URL.
+      if (chunk.text !== '' || chunk.skipped > 0 || finished) {
         send('log', {
           id,
           next: chunk.next,
           text: chunk.text,
           skipped: chunk.skipped,
-          points: job.kind === 'training' ? curvePoints(chunk.text) : [],
+          points: job.kind === 'training' && chunk.text !== '' ? (await this.curveOf(job.log_path, id, offset)).add(chunk.text) : [],
+          done: finished,
         });
       }
       if (finished) this.tails.delete(id);
     }
+  }
+
+  /** A training job's loss curve, going on from the one its card drew up to `offset` (its restarts, its last step). */
+  private async curveOf(path: string, id: number, offset: number): Promise<LossCurve> {
+    let curve = this.curves.get(id);
+    if (curve) return curve;
+    curve = new LossCurve();
+    this.curves.set(id, curve);
+    if (offset > 0) {
+      // The log as the card read it: its newest `curveBytes` before `offset`, whatever has been written since cut off.
+      const read = await readLogFrom(path, Math.max(0, offset - curveBytes), 2 * curveBytes, true);
+      const bytes = Buffer.from(read.text);
+      curve.add(bytes.subarray(0, Math.max(0, bytes.length - (read.next - offset))).toString('utf8'));
+    }
+    return curve;
   }
 }

@@ -24,8 +24,10 @@ call per step over the episodes still running, each episode its own env session 
 plays one goal at a time); greedy decoding makes each episode the same either way, up to the last bits of batched
 arithmetic. Python's global random is seeded (GOAL_SEED) before the server is built: upstream draws the products'
 prices and the goals' price bounds from it unseeded, so the goals' texts would change from one run to the next.
-The env is `web_agent_site` exactly as upstream's: the real package where installed, else the stand-in
-(tasks/hflm/standins/web_agent_site) the server puts on the path.
+The env is `web_agent_site` as the server chose it (A2RL_ENV_PACKAGES, src/tasks/full-task.ts): the stand-in
+(tasks/hflm/standins/web_agent_site), which the server puts on the path ahead of site-packages, or, asked for, the
+upstream package the runtime holds, which searches pyserini's Lucene index under search_engine/indexes*; which one
+played is in result.json (`environment`) and in the grader version.
 """
 
 import dataclasses
@@ -44,6 +46,7 @@ HISTORY_WINDOW = 5
 GENERATION = GenerationParams(max_new_tokens=100, temperature=0.0, stop=("\n",), chat_template=True)
 GOAL_SEED = 0
 ATTRIBUTES_HUMAN = "items_human_ins.json"
+STANDIN_VERSION = "0.0.0+standin"  # tasks/hflm/standins/web_agent_site's __version__
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +67,8 @@ VARIANTS = {
 }
 # Upstream's index folder per num_products (engine.init_search_engine) and the documents it indexes.
 INDEX_RESOURCES = {1000: "resources_1k", None: "resources"}
+# Upstream's Lucene index per num_products (pyserini's, built by search_engine/run_indexing.sh from INDEX_RESOURCES).
+LUCENE_INDEXES = {1000: "indexes_1k", None: "indexes"}
 
 
 def configure(root, variant):
@@ -77,6 +82,17 @@ def configure(root, variant):
     engine.BASE_DIR = os.path.join(root, "data")
 
 
+def environment():
+    """The web_agent_site package this process plays on, as the grader version names it (src/grading/environment.ts):
+    "web_agent_site=stand-in", or "web_agent_site=upstream:<version> <folder>" for upstream's."""
+    import web_agent_site
+
+    version = getattr(web_agent_site, "__version__", None)
+    if version == STANDIN_VERSION:
+        return "web_agent_site=stand-in"
+    return f"web_agent_site=upstream:{version or 'unknown'} {os.path.dirname(os.path.abspath(web_agent_site.__file__))}"
+
+
 def open_server(root, variant):
     """Upstream's WebAgentTextEnv over the WebShop root, built with a seeded global random; its .server (products,
     search engine, goals) is shared by the episodes' envs (sessions)."""
@@ -87,6 +103,10 @@ def open_server(root, variant):
     for name in (variant.products, variant.attributes, ATTRIBUTES_HUMAN):
         if not os.path.isfile(os.path.join(root, "data", name)):
             raise ValueError(f"{os.path.join(root, 'data', name)} is missing: prepare the task's assets again")
+    index = os.path.join(root, "search_engine", LUCENE_INDEXES[variant.num_products])
+    if environment() != "web_agent_site=stand-in" and not os.path.isdir(index):
+        raise ValueError(f"{index} is missing: upstream's web_agent_site searches pyserini's Lucene index; prepare the "
+                         "task's assets on a host where pyserini imports (it builds the index), or play on the stand-in")
     configure(root, variant)
     state = random.getstate()
     random.seed(GOAL_SEED)
@@ -304,7 +324,8 @@ def grade(args, variant, grader_version):
         policy.close()
     score, won, total = success_rate(everything)
     result["private"].update(whole_score=headline(everything, variant), whole_success_rate=score, whole_correct=won,
-                             whole_total=total, whole_mean_reward=mean_reward(everything))
+                             whole_total=total, whole_mean_reward=mean_reward(everything),
+                             environment=environment())
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
         f.write("\n")

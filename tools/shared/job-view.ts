@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { A2rlError } from '../../src/util/errors.js';
+import { jobId } from '../../src/core/job-ids.js';
 import { readTail } from '../../src/util/safe-fs.js';
 import type { Run } from '../../src/core/run.js';
 import { finishedJobStates, type JobRow } from '../../src/store/store.js';
@@ -26,8 +27,8 @@ export const jobViewSchema = z.object({
 /** A job as tools show it; null fields are left out of the answer. */
 export type JobView = WithNulls<z.infer<typeof jobViewSchema>>;
 
-/** The id the agent knows a job by: its number in the run (the store's own id would tell of other runs). */
-export const jobId = (job: JobRow) => `job-${job.seq}`;
+/** The id the agent knows a job by, the one the view, the report and the export show too. */
+export { jobId };
 
 export function viewJob(run: Run, job: JobRow): JobView {
   const end = job.ended_at ?? Date.now();

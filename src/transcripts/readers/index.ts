@@ -3,6 +3,7 @@ import { claudeCodeTranscript } from './claude-code.js';
 import { codexTranscript } from './codex.js';
 import { geminiCliTranscript } from './gemini-cli.js';
 import { openCodeTranscript } from './opencode.js';
+import { openHandsTranscript } from './openhands.js';
 import { qwenCodeTranscript } from './qwen-code.js';
 import { replayTranscript } from './replay.js';
 
@@ -15,6 +16,7 @@ export const transcriptReaders: Readonly<Record<string, TranscriptReader>> = {
   codex: codexTranscript,
   'gemini-cli': geminiCliTranscript,
   opencode: openCodeTranscript,
+  openhands: openHandsTranscript,
   'qwen-code': qwenCodeTranscript,
   replay: replayTranscript,
 };

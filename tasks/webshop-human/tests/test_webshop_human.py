@@ -65,9 +65,11 @@ class GraderTest(unittest.TestCase):
                          ("webshop-human-grader-2", "webshop-human", 1.0))
         self.assertEqual((result["public"]["total"], result["private"]["whole_total"]), (2, 4))
         # The tiny model buys one fixed product (where the whole set's search shows it) and never picks options: no
-        # human goal's reward can be 1, whatever it bought.
-        self.assertEqual((result["public"]["correct"], result["private"]["correct"], result["private"]["whole_score"]), (0, 0, 0.0))
+        # human goal's reward can be 1, whatever it bought, yet its partial rewards make a headline above 0.
+        self.assertEqual((result["public"]["correct"], result["private"]["correct"], result["private"]["whole_correct"]), (0, 0, 0))
+        self.assertGreater(result["private"]["whole_mean_reward"], 0)
         self.assertLessEqual(result["private"]["whole_mean_reward"], 0.75)
+        self.assertEqual(result["private"]["environment"], "web_agent_site=stand-in")
         # The headline is the papers' mean reward x 100, the success rate beside it.
         for half in ("public", "private"):
             self.assertAlmostEqual(result[half]["score"], 100 * result[half]["mean_reward"], places=6)

@@ -2,21 +2,21 @@
 
 load_products reads upstream's data files with upstream's rules (the first num_products products, asins deduplicated,
 prices parsed from "$a" or "$a$b", options lower-cased with "/" as " | ", the instruction fields of the attribute
-file). The search engine is BM25 over upstream's index documents (search_engine/resources*/documents.jsonl, which
-upstream's convert_product_file_format.py writes and pyserini indexes) with Lucene's BM25 defaults as pyserini sets
-them (k1 0.9, b 0.4), a lower-cased word split and Lucene's English stop words; Lucene's Porter stemming is not
-reproduced, so a plural and its singular are different words here. map_action_to_html returns a Page (the texts and
-clickables the template would show) instead of HTML.
+file). The search engine is the stand-in's own BM25 index over upstream's index documents
+(search_engine/resources*/documents.jsonl, which upstream's convert_product_file_format.py writes and pyserini
+indexes), scored as pyserini's LuceneSearcher scores them (web_agent_site.engine.lucene: Lucene's English analyser,
+BM25 k1 0.9, b 0.4). map_action_to_html returns a Page (the texts and clickables the template would show) instead of
+HTML.
 """
 
 import json
-import math
 import os
 import random
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from decimal import Decimal
 
+from web_agent_site.engine.lucene import LuceneBM25
 from web_agent_site.utils import BASE_DIR, DEFAULT_ATTR_PATH, DEFAULT_FILE_PATH, HUMAN_ATTR_PATH  # noqa: F401
 
 SEARCH_RETURN_N = 50
@@ -34,10 +34,6 @@ ACTION_TO_TEMPLATE = {
     'Reviews': 'review_page.html',
     'Attributes': 'attributes_page.html',
 }
-# Lucene's EnglishAnalyzer stop words (pyserini's default analyzer drops them).
-STOP_WORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
-                       "there these they this to was will with".split())
-BM25_K1, BM25_B = 0.9, 0.4
 
 
 class Page:
@@ -152,51 +148,12 @@ def generate_product_prices(all_products):
     return product_prices
 
 
-def words(text):
-    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOP_WORDS]
-
-
-class BM25Searcher:
-    """search(query, k) -> the k best documents' ids: Okapi BM25 with Lucene's idf, ties in index order."""
-
-    def __init__(self, documents_path):
-        if not os.path.isfile(documents_path):
-            raise FileNotFoundError(f"{documents_path} is missing: the stand-in searches upstream's index documents "
-                                    "(search_engine/convert_product_file_format.py's output); prepare the task again")
-        self.ids, self.counts = [], []
-        with open(documents_path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    doc = json.loads(line)
-                    self.ids.append(doc['id'])
-                    self.counts.append(Counter(words(doc['contents'])))
-        self.lengths = [sum(c.values()) for c in self.counts]
-        self.average = sum(self.lengths) / max(1, len(self.lengths))
-        df = Counter(w for c in self.counts for w in c)
-        n = len(self.ids)
-        self.idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
-        self.postings = defaultdict(list)
-        for i, c in enumerate(self.counts):
-            for w in c:
-                self.postings[w].append(i)
-
-    def search(self, query, k=10):
-        scores = defaultdict(float)
-        for w in set(words(query)):
-            for i in self.postings.get(w, ()):
-                tf = self.counts[i][w]
-                norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[i] / self.average)
-                scores[i] += self.idf[w] * tf * (BM25_K1 + 1) / (tf + norm)
-        ranked = sorted(scores, key=lambda i: (-scores[i], i))
-        return [self.ids[i] for i in ranked[:k]]
-
-
 def init_search_engine(num_products=None):
     """The index upstream opens for num_products (indexes_100, _1k, _100k, or the whole), here its source documents."""
     resources = {100: 'resources_100', 1000: 'resources_1k', 100000: 'resources_100k', None: 'resources'}
     if num_products not in resources:
         raise NotImplementedError(f'num_products being {num_products} is not supported yet.')
-    return BM25Searcher(os.path.join(BASE_DIR, '..', 'search_engine', resources[num_products], 'documents.jsonl'))
+    return LuceneBM25(os.path.join(BASE_DIR, '..', 'search_engine', resources[num_products], 'documents.jsonl'))
 
 
 def clean_product_keys(products):
