@@ -100,7 +100,7 @@ const docFiles = [
 const opening = [
   '# a2rl-bench',
   '',
-  '<!-- doc-commands: skip (minutes of work: the demo takes about 20 min, the test suite about 45) -->', // test/doc-commands.test.ts
+  '<!-- doc-commands: skip (minutes of work: the demo takes about 20 min, the test suite about 60 on 2 cores) -->', // test/doc-commands.test.ts
   '```sh',
   "npm run demo    # installs what it needs, then runs every task's main oracle end to end through the MCP server (about 20 min on 2 cores)",
   'npm test        # installs what it needs, then runs the test suite (unit, real sandbox, real MCP client, end to end)',
