@@ -74,7 +74,7 @@ describe('a grade records the environment package it was played in', () => {
 describe('the environment package is chosen explicitly (A2RL_ENV_PACKAGES), never by what is installed', () => {
   it('shows the stand-in by default, ahead of an installed upstream package, and none when upstream is asked for', () => {
     const runtime = runtimeWithUpstream();
-    expect(environmentSelection(undefined)).toBe('standin');
+    expect(environmentSelection('')).toBe('standin');
     expect(standinLibraries(['web_agent_site'], runtime, '/x/hflm', 'standin')).toEqual([
       { name: 'web_agent_site', source: '/x/hflm/standins/web_agent_site' },
     ]);

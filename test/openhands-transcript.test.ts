@@ -97,7 +97,7 @@ describe('the OpenHands transcript', () => {
     expect(openHandsStatsLines(linked)).toBe('');
   });
 
-  it('keeps the usage of a run killed mid-event: a cut pretty-printed block is dropped at the trailer, which starts its own line', () => {
+  it('keeps the usage of a run killed mid-event: a cut pretty-printed block is dropped at the trailer on the next line', () => {
     const events = stdout.split('\n').filter((line) => line.startsWith('{'));
     const pretty = events.map((line) => `--JSON Event--\n${JSON.stringify(JSON.parse(line), null, 2)}`);
     // The last event cut by the kill, mid-line; the launcher then writes a newline and the trailer.

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { maxConcurrentExecs } from '../src/core/run.js';
 import { readTail } from '../src/util/safe-fs.js';
 import { defineTool, shellCommandSchema } from './shared/define.js';
-import { jobId, waitForJob } from './shared/job-view.js';
+import { jobId } from '../src/core/job-ids.js';
+import { waitForJob } from './shared/job-view.js';
 
 const maxOutputBytes = 16 * 1024;
 /** With the stop grace after it, the answer still comes before clients give up on the call (about 60 s). */

@@ -88,12 +88,7 @@ async function builtDefinition(docker: Docker, tag: string): Promise<string | un
 }
 
 async function hasImage(docker: Docker, tag: string): Promise<boolean> {
-  try {
-    await docker.getImage(tag).inspect();
-    return true;
-  } catch {
-    return false;
-  }
+  return (await builtDefinition(docker, tag)) !== undefined;
 }
 
 /** debootstrap --variant=minbase bookworm, then `docker import` of the result. */

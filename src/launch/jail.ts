@@ -84,9 +84,14 @@ export function agentInstallRoot(executable: string): string {
 /**
  * What of this package no agent may read, wherever a folder it is shown holds it: the tasks (graders, evaluation data)
  * and the checkout's git folder, whose objects hold every version of them (`git show HEAD:tasks/…`); for a worktree,
- * its git folder and the common one its `commondir` names.
+ * its git folder and the common one its `commondir` names. Found once: the package does not move.
  */
+let secretsFound: string[] | undefined;
 function packageSecrets(): string[] {
+  return (secretsFound ??= findPackageSecrets());
+}
+
+function findPackageSecrets(): string[] {
   const secrets = [tasksRoot];
   const git = join(packageRoot, '.git');
   const stat = lstatSync(git, { throwIfNoEntry: false });

@@ -7,6 +7,7 @@ import pLimit from 'p-limit';
 import { type BudgetLimits } from '../tasks/budget.js';
 import type { Engine } from '../core/engine.js';
 import { A2rlError, isA2rlError } from '../util/errors.js';
+import { readTail } from '../util/safe-fs.js';
 import { cliEntry } from '../util/paths.js';
 import { eventRecorder } from '../store/events.js';
 import { summarizeRun, type RunSummary } from '../reports/summary.js';
@@ -333,7 +334,7 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
   });
   const trailer = agent.transcriptTrailer?.(homeDir);
   // On a line of its own: an agent killed mid-event left its last line unfinished.
-  if (trailer) appendFileSync(transcript, (endsMidLine(transcript) ? '\n' : '') + trailer);
+  if (trailer) appendFileSync(transcript, (/[^\n]$/.test(readTail(transcript, 1).text) ? '\n' : '') + trailer);
   const killed = outcome.killed ? ' (killed after the grace)' : '';
   const how = outcome.stoppedAtDeadline
     ? `stopped at the wall-clock deadline${killed}`
@@ -554,19 +555,4 @@ export async function startHttpServer(
     throw error;
   }
   return { url, owner: ownerOf(child.pid!), startMs: Date.now() - startedAt, stop: end };
-}
-
-/** Whether the file at `path` ends with an unfinished line (its last byte not a newline). */
-function endsMidLine(path: string): boolean {
-  if (!existsSync(path)) return false;
-  const fd = openSync(path, 'r');
-  try {
-    const size = fstatSync(fd).size;
-    if (size === 0) return false;
-    const last = Buffer.alloc(1);
-    readSync(fd, last, 0, 1, size - 1);
-    return last[0] !== 0x0a;
-  } finally {
-    closeSync(fd);
-  }
 }

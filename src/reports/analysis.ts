@@ -618,8 +618,9 @@ export function loadRunFacts(store: Store, runId: string): RunFacts {
   const { events, elided } = keptEvents(store, runId);
   const logs: RunFacts['logs'] = {};
   const traces: NonNullable<RunFacts['traces']> = {};
-  const jobIds = Object.fromEntries(store.listJobs(runId).map((job) => [job.id, jobId(job)]));
-  for (const job of store.listJobs(runId, ['training'])) {
+  const jobs = store.listJobs(runId);
+  const jobIds = Object.fromEntries(jobs.map((job) => [job.id, jobId(job)]));
+  for (const job of jobs.filter((j) => j.kind === 'training')) {
     logs[job.id] = readLogSignals(job.log_path);
     const trace = readJobTrace(row.dir, job.id);
     if (trace) traces[job.id] = trace;

@@ -17,9 +17,9 @@
 export type CurvePoint = [x: number, loss: number | null];
 
 /** Values above this (in magnitude) are an overflow, not a loss: left out as non-finite ones are. */
-export const hugeLoss = 1e12;
+const hugeLoss = 1e12;
 
-export interface MetricLine {
+interface MetricLine {
   /** The loss as printed; NaN or ±Infinity where it printed nan or inf. */
   loss: number;
   step?: number;

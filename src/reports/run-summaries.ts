@@ -1,4 +1,3 @@
-import { isMainThread } from 'node:worker_threads';
 import { baselineGradeOf, bestSubmission, gradedSubmissions } from '../core/submissions.js';
 import { runIntegrity, type RunVerdict } from '../integrity/verdict.js';
 import type { RunRow, RunSummaryRow, Store, SummaryInputs } from '../store/store.js';
@@ -143,8 +142,7 @@ export function runFigures(store: Store, runs: ReadonlyArray<Readonly<RunRow>>):
  */
 export function summariseEndedRuns(store: Store, task?: string): RunFigures[] {
   const missing = store.endedRunsWithoutSummary(task);
-  // A view worker's bar would draw into the server's log.
-  const progress = isMainThread ? startProgress('summarising runs', missing.length) : { tick: () => undefined, stop: () => undefined };
+  const progress = startProgress('summarising runs', missing.length);
   const unsettled: RunFigures[] = [];
   try {
     for (let start = 0; start < missing.length; start += keptPerCommit) {

@@ -106,7 +106,7 @@ export async function resolveFullTask(taskId: string, home: string, modelId?: st
 }
 
 /** Which environment packages a full-tier task with stand-ins plays on (task.json `standins`): `A2RL_ENV_PACKAGES`. */
-export const environmentSelections = ['standin', 'upstream'] as const;
+const environmentSelections = ['standin', 'upstream'] as const;
 export type EnvironmentSelection = (typeof environmentSelections)[number];
 
 /**

@@ -119,7 +119,7 @@ export function pricedUsage(
 }
 
 /** Decimals every dollar figure shows: the report, the leaderboard (CLI and view), the suite report and the export. */
-export const usdDecimals = 4;
+const usdDecimals = 4;
 
 /**
  * A dollar figure rounded to {@link usdDecimals}, half away from zero on its decimal value: `toFixed` alone rounds the

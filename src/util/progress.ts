@@ -1,4 +1,5 @@
 import cliProgress from 'cli-progress';
+import { isMainThread } from 'node:worker_threads';
 
 /**
  * Long work's progress on stderr (never stdout: in `serve`'s stdio mode stdout is the protocol): on a terminal a bar
@@ -25,7 +26,7 @@ export interface ProgressOptions {
 }
 
 /** Seconds between lines without a terminal: $A2RL_PROGRESS_SECONDS, else 10. */
-export function progressLineSeconds(): number {
+function progressLineSeconds(): number {
   const seconds = Number(process.env.A2RL_PROGRESS_SECONDS);
   return process.env.A2RL_PROGRESS_SECONDS && Number.isFinite(seconds) && seconds >= 0 ? seconds : 10;
 }
@@ -61,6 +62,15 @@ export function startProgress(label: string, total: number | undefined, options:
 
 /** The progress display `startProgress` picks for its stream: a bar, a counting line, or log lines. */
 function progressOn(label: string, total: number | undefined, options: ProgressOptions): Progress {
+  // A worker thread (the view's) shows nothing: its lines would land in the server's log.
+  if (!isMainThread && !options.stream) {
+    return {
+      tick: () => undefined,
+      note: () => undefined,
+      print: (line, to = process.stderr) => to.write(`${line}\n`),
+      stop: () => undefined,
+    };
+  }
   const stream = options.stream ?? process.stderr;
   const now = options.now ?? Date.now;
   const started = now();

@@ -7,6 +7,7 @@ import { budgetBar, cell, clock, escapeHtml, page, score } from './html.js';
 import { curveBytes, maxPushBytes, newestLines, readLogFrom } from './log-tail.js';
 import { jobId } from '../core/job-ids.js';
 import { lossCurve } from '../reports/metrics.js';
+import { timelineLimits } from '../reports/timeline.js';
 
 /**
  * One run's page: its budget, the timeline of tool calls, its jobs with a live log tail and training curve, its
@@ -26,7 +27,7 @@ const brief = (value: unknown, length = 160): string => {
 };
 
 /** Most of one tool call's arguments a row holds: whole for any usual call (events.jsonl keeps them all). */
-const argumentChars = 16_000;
+const argumentChars = timelineLimits.toolTextChars;
 
 /** A tool call's arguments: short ones as they are, longer ones whole but folded, their start shown. */
 function argumentsCell(value: unknown): string {

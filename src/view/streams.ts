@@ -195,7 +195,10 @@ export class RunStream implements LiveStream {
           done: finished,
         });
       }
-      if (finished) this.tails.delete(id);
+      if (finished) {
+        this.tails.delete(id);
+        this.curves.delete(id);
+      }
     }
   }
 

@@ -59,7 +59,7 @@ export function loginCode(token: string, now = Date.now()): string {
 }
 
 /** How long a login code opens the view (once). */
-export const loginCodeTtlMs = 60_000;
+const loginCodeTtlMs = 60_000;
 
 const signature = (token: string, body: string) => createHmac('sha256', token).update(`a2rl-view-login:${body}`).digest('base64url');
 
@@ -73,9 +73,9 @@ export interface ViewSession {
 }
 
 /** A session unused this long ends: a cookie left in a browser (or sent to another port of the host) stops opening the view. */
-export const sessionIdleMs = 12 * 3600_000;
+const sessionIdleMs = 12 * 3600_000;
 /** A session ends this long after its login, however much it is used. */
-export const sessionMaxMs = 7 * 24 * 3600_000;
+const sessionMaxMs = 7 * 24 * 3600_000;
 
 /**
  * The view's browser sessions, in this process's memory only: they end with the server, after {@link sessionIdleMs}

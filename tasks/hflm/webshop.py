@@ -83,8 +83,9 @@ def configure(root, variant):
 
 
 def environment():
-    """The web_agent_site package this process plays on, as the grader version names it (src/grading/environment.ts):
-    "web_agent_site=stand-in", or "web_agent_site=upstream:<version> <folder>" for upstream's."""
+    """The web_agent_site package this process plays on, for the grade's result.json: "web_agent_site=stand-in", or
+    "web_agent_site=upstream:<version> <folder>" for upstream's (the grader version's own record, with the dist-info's
+    name and version, is src/grading/environment.ts's)."""
     import web_agent_site
 
     version = getattr(web_agent_site, "__version__", None)

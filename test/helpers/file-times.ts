@@ -21,7 +21,7 @@ export class FileTimes implements Reporter {
   private readonly started = new Map<string, number>();
   private readonly walls = new Map<string, number>();
   private runStarted = 0;
-  private cpuAtStart = cpuJiffies();
+  private cpuAtStart = { busy: 0, total: 0 };
 
   onTestRunStart(): void {
     this.runStarted = Date.now();

@@ -28,7 +28,6 @@ export const jobViewSchema = z.object({
 export type JobView = WithNulls<z.infer<typeof jobViewSchema>>;
 
 /** The id the agent knows a job by, the one the view, the report and the export show too. */
-export { jobId };
 
 export function viewJob(run: Run, job: JobRow): JobView {
   const end = job.ended_at ?? Date.now();

@@ -5,7 +5,7 @@ import type { ModelActivity } from '../model-activity.js';
 import type { TokenUsage, TranscriptReader, TranscriptStep } from '../types.js';
 
 /** The `kind` of the line a2rl appends to an OpenHands transcript: a conversation's `stats`, which OpenHands keeps off its stdout. */
-export const conversationStatsKind = 'a2rl.openhands_conversation_stats';
+const conversationStatsKind = 'a2rl.openhands_conversation_stats';
 
 /** The most of a `base_state.json` read: a conversation's state is kilobytes; more is not OpenHands'. */
 const maxStateBytes = 4 * 1024 * 1024;
