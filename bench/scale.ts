@@ -1,14 +1,16 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { spawnSync } from 'node:child_process';
+import { fork, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Store } from '../src/store/store.js';
 import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { viewToken } from '../src/view/token.js';
 import { latencies, percentile, round } from './measure.js';
+import type { PageLoad } from './page-loader.js';
 import { cloneRuns, recordTemplateRuns } from './scale-store.js';
 import { startHttpServer } from './serve.js';
 
@@ -19,14 +21,21 @@ import { startHttpServer } from './serve.js';
  * while those pages and 10 run pages load against none (slices alternate, so load from elsewhere falls on both), and
  * while the first leaderboard page of a store upgraded without summaries writes them all from the view worker.
  * Then a run of 10⁶ tool calls: `runs export` and `report --format json`, peak RSS. Every time has its floor measured
- * in the same run (a CLI that does nothing: `a2rl --version`). `node dist/bench/scale.js [sizes…] [--calls N]`;
- * writes bench/scale-results.json.
+ * in the same run (a CLI that does nothing: `a2rl --version`). Pages are loaded by a browser's stand-in, a process
+ * of its own at nice 19 (bench/page-loader.ts): a real browser is another process, usually on another machine, and
+ * reading pages in the timed client's own event loop would charge the client's work to the server. The server's work
+ * (its thread passing the view's bytes, the view process rendering) all stays on this machine's cores, measured.
+ * `node dist/bench/scale.js [sizes…] [--calls N]` (sizes default to 10³ 10⁴ 10⁵; --calls 0 skips the long run);
+ * writes bench/scale-results.json after each measurement.
  */
 
 const args = process.argv.slice(2);
 const callsAt = args.indexOf('--calls');
 const longRunCalls = callsAt >= 0 ? Number(args[callsAt + 1]) : 1_000_000;
-const sizes = args.filter((_, i) => i !== callsAt && i !== callsAt + 1).map(Number);
+const sizes = (callsAt >= 0 ? [...args.slice(0, callsAt), ...args.slice(callsAt + 2)] : args).map(Number);
+if (![longRunCalls, ...sizes].every((n) => Number.isInteger(n) && n >= 0)) {
+  throw new Error(`usage: node dist/bench/scale.js [runs…] [--calls N]: sizes and calls are whole numbers (got ${args.join(' ')})`);
+}
 
 function cliTime(home: string, cliArgs: string[]): { ms: number; bytes: number; max_rss_mib: number } {
   const start = performance.now();
@@ -56,14 +65,30 @@ async function liveClient(url: string, adminToken: string): Promise<{ client: Cl
   return { client, transport };
 }
 
-/** A page's first byte (headers), whole answer and size. */
-async function loadPage(url: string, token: string): Promise<{ first_byte_ms: number; total_ms: number; bytes: number }> {
-  const start = performance.now();
-  const response = await fetch(url, { headers: { Authorization: `Bearer ${token}` } });
-  const firstByte = performance.now() - start;
-  if (response.status !== 200) throw new Error(`${url} answered ${response.status}`);
-  const body = await response.arrayBuffer();
-  return { first_byte_ms: round(firstByte), total_ms: round(performance.now() - start), bytes: body.byteLength };
+/**
+ * A browser (bench/page-loader.ts, a process of its own) loading `paths` at once, again and again until `stop` when
+ * `loop`: how many pages it loaded, and the last round's figures of each.
+ */
+function browse(
+  base: string,
+  token: string,
+  paths: string[],
+  loop: boolean,
+): { done: Promise<{ loads: number; pages: Record<string, PageLoad> }>; stop: () => void } {
+  const child = fork(join(dirname(fileURLToPath(import.meta.url)), 'page-loader.js'), { stdio: 'inherit' });
+  const done = new Promise<{ loads: number; pages: Record<string, PageLoad> }>((resolve, reject) => {
+    child.once('message', (answer: { loads: number; pages: Record<string, PageLoad> } | { error: string }) =>
+      'error' in answer ? reject(new Error(answer.error)) : resolve(answer),
+    );
+    child.once('exit', (code) => reject(new Error(`the page loader exited (${code}) before it answered`)));
+  });
+  child.send({ base, token, paths, loop });
+  return { done, stop: () => child.connected && child.send('stop') };
+}
+
+/** One page loaded alone: its first byte, whole answer and size. */
+async function loadPage(base: string, path: string, token: string): Promise<PageLoad> {
+  return (await browse(base, token, [path], false).done).pages[path]!;
 }
 
 async function budgetStatusFor(client: Client, ms: number): Promise<number[]> {
@@ -87,6 +112,7 @@ async function atSize(runs: number) {
     store.close();
     const floor = cliTime(home, ['--version']);
     const runsList = cliTime(home, ['runs', 'list']);
+    const runsListAll = cliTime(home, ['runs', 'list', '--all']);
     const leaderboard = cliTime(home, ['leaderboard', '--json']);
     let cold: ReturnType<typeof cliTime> | undefined;
     if (runs <= 10_000) {
@@ -102,10 +128,10 @@ async function atSize(runs: number) {
       const { client, transport } = await liveClient(server.url, adminToken);
       for (let i = 0; i < 50; i++) await client.callTool({ name: 'budget_status', arguments: {} });
       const pages = {
-        runs_page: await loadPage(`${server.url}/view`, token),
-        runs_page_filtered: await loadPage(`${server.url}/view?agent=agent-1&state=ended`, token),
-        leaderboard_page: await loadPage(`${server.url}/view/leaderboard`, token),
-        run_page: await loadPage(`${server.url}/view/runs/clone-${Math.floor(runs / 2)}`, token),
+        runs_page: await loadPage(server.url, '/view', token),
+        runs_page_filtered: await loadPage(server.url, '/view?agent=agent-1&state=ended', token),
+        leaderboard_page: await loadPage(server.url, '/view/leaderboard', token),
+        run_page: await loadPage(server.url, `/view/runs/clone-${Math.floor(runs / 2)}`, token),
       };
       const paths = [
         '/view',
@@ -117,16 +143,10 @@ async function atSize(runs: number) {
       let pageLoads = 0;
       for (let slice = 0; slice < 6; slice++) {
         quiet.push(...(await budgetStatusFor(client, 2500)));
-        let loading = true;
-        const loads = (async () => {
-          while (loading) {
-            await Promise.all(paths.map((p) => loadPage(`${server.url}${p}`, token)));
-            pageLoads += paths.length;
-          }
-        })();
+        const browser = browse(server.url, token, paths, true);
         loaded.push(...(await budgetStatusFor(client, 2500)));
-        loading = false;
-        await loads;
+        browser.stop();
+        pageLoads += (await browser.done).loads;
       }
       // An upgraded store: no summary kept, so the first leaderboard page writes every run's from the view worker
       // (500 a transaction) while the live run's calls are timed. The generation moves as a real write's would.
@@ -134,7 +154,7 @@ async function atSize(runs: number) {
       upgraded.db.exec('DELETE FROM run_summaries; UPDATE summaries_generation SET n = n + 1');
       upgraded.close();
       let summarising = true;
-      const firstBoard = loadPage(`${server.url}/view/leaderboard`, token).finally(() => (summarising = false));
+      const firstBoard = loadPage(server.url, '/view/leaderboard', token).finally(() => (summarising = false));
       const whileSummarising: number[] = [];
       while (summarising) whileSummarising.push(...(await budgetStatusFor(client, 250)));
       const summarised = { leaderboard_page: await firstBoard, budget_status: latencies(whileSummarising) };
@@ -147,6 +167,7 @@ async function atSize(runs: number) {
         build_s: round(buildS, 1),
         floor_cli_ms: floor.ms,
         runs_list: { ...runsList, over_floor: round(runsList.ms / floor.ms) },
+        runs_list_all: { ...runsListAll, over_floor: round(runsListAll.ms / floor.ms) },
         leaderboard_cli: { ...leaderboard, over_floor: round(leaderboard.ms / floor.ms) },
         ...(cold ? { leaderboard_cli_no_summaries_kept: cold } : {}),
         pages,
@@ -214,6 +235,8 @@ const results: Record<string, unknown> = {
     node: process.version,
   },
   load_average_1m_before: round(loadavg()[0]!),
+  page_loaders:
+    'a separate process at nice 19 (bench/page-loader.ts), standing in for a browser on another machine; the server and its view process on this one',
   stores: [] as unknown[],
 };
 /** Written after each measurement: a size that fails keeps what the others measured. */

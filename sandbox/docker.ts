@@ -17,7 +17,7 @@ import type {
 import { type DockerGpuPath, engineGpuPath, gpuDeviceRequest } from './docker-gpus.js';
 import { imagePythonVersion, venvMismatch, venvPythonVersion } from './venv-python.js';
 import { A2rlError } from '../src/util/errors.js';
-import { dockerClient } from './docker-client.js';
+import { dockerClient, engineSilence } from './docker-client.js';
 
 /** Image the micro tasks run in, built by `a2rl images build micro`. */
 export const defaultImage = 'a2rl/micro:latest';
@@ -37,8 +37,6 @@ const joinCgroupThenRun =
 
 /** Longest wait for the engine to start an exec'd job's process. */
 const execStartTimeoutMs = 30_000;
-/** How long a server's start waits for the Docker engine to answer, as the CLI's commands do (`src/cli/docker-engine.ts`). */
-const engineAnswerSeconds = 10;
 
 export interface DockerBackendOptions {
   /** Names this server on everything it creates, so a later start can sweep what a crash left. */
@@ -68,17 +66,8 @@ export class DockerBackend implements SandboxBackend {
   }
 
   async unavailableReason(): Promise<string | undefined> {
-    // Bounded: an engine's socket that nobody serves would otherwise hold the server's start for ever.
-    // dockerode's ping takes an abortSignal (its types do not say so); aborting also closes the connection, which would
-    // otherwise keep the process alive after it has said why it cannot start.
-    const answer = AbortSignal.timeout(engineAnswerSeconds * 1000);
-    try {
-      await (this.docker.ping as (options: { abortSignal: AbortSignal }) => Promise<unknown>).call(this.docker, { abortSignal: answer });
-    } catch (error) {
-      const where = process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock';
-      const why = answer.aborted ? 'no answer' : (error as Error).message;
-      return `no Docker engine answered at ${where} within ${engineAnswerSeconds} s (${why}); install docker.io and start dockerd, or set DOCKER_HOST`;
-    }
+    const silence = await engineSilence(this.docker);
+    if (silence) return `${silence}; install docker.io and start dockerd, or set DOCKER_HOST`;
     try {
       await this.docker.getImage(this.image).inspect();
     } catch {

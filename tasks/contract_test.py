@@ -9,12 +9,17 @@ the sandbox's /workspace/lib (microlm and the env package, see microlm.testing).
   (scripts/task-table.mjs) read, and the files it names exist;
 - generate.py rewrites the shipped data and eval files byte for byte;
 - the grader entry, run as the server runs it (--checkpoint, --eval-dir, --out), grades the shipped
-  base model twice with the same output, in the form the server reads for the grader's kind; a score
-  grader's result stays within BASELINE_TOLERANCE points of figures.baseline in task.json;
-- the grader refuses bad checkpoints with status 2, "invalid checkpoint" on stderr and no output;
+  base model in the form the server reads for the grader's kind; a score grader's result stays within
+  BASELINE_TOLERANCE points of figures.baseline in task.json;
+- it grades deterministically: two more gradings side by side, on the first DETERMINISM_ITEMS items of
+  each split (what varies between runs, such as unseeded sampling or hash order, shows in any slice),
+  give the same output byte for byte;
+- the grader refuses bad checkpoints with status 2, "invalid checkpoint" on stderr and no output (run in
+  this process: a refusal stops before any grading);
 - the rollout command, run as launch_rollouts runs it, plays a few episodes on the base model in
   groups, and refuses bad arguments with status 2;
-- level 3: calibration.py's sampled figures come from the very episodes launch_rollouts plays;
+- level 3: calibration.py's sampled figures come from the very episodes launch_rollouts plays (the
+  calibration runs in this process, one thread as in the subprocesses);
 - each oracle replay (one per route, sft or reward-only) is JSONL of tool calls that submits a checkpoint,
   the files it writes with $file exist in oracle/, and the flags it passes to them are flags they take; a
   reward-only oracle launches rollouts.
@@ -25,6 +30,7 @@ each task's own tests/test_*.py.
 
 import collections
 import glob
+import importlib.util
 import json
 import os
 import re
@@ -33,6 +39,11 @@ import shutil
 import sys
 import tempfile
 import unittest
+
+# One thread in every pool, before torch loads: what runs in this process (refusals, calibration) runs as the
+# graders and rollouts do in theirs.
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 TASKS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, TASKS)
@@ -55,6 +66,9 @@ LINE_FIELDS = {
 # How far (in points) a score grader's grade of the base model may be from figures.baseline: the
 # same machine gives the same grade; another CPU or BLAS build may round a few decisions differently.
 BASELINE_TOLERANCE = 5.0
+# Items of each split in the determinism check's gradings: enough for several batches' worth of decoding paths
+# (finished and unfinished rows, episodes of several lengths), few enough to cost little beside the full grading.
+DETERMINISM_ITEMS = 12
 # What each entry of task.json's "oracles" declares, and the routes an oracle may take (src/tasks/task.ts).
 ORACLE_FIELDS = {"route", "replay", "minImprovement", "measured", "compute"}
 COMPUTE_FIELDS = {"cpuSeconds", "wallSeconds", "rolloutEpisodes"}
@@ -115,25 +129,33 @@ class Contract:
         cls.spec = cls.T.spec
         cls.kind = cls.spec["grader"]["kind"]
         cls.scratch = tempfile.mkdtemp(prefix=f"contract-{cls.T.id}-")
-        # The base model graded twice, side by side (each grader runs one thread), as the server runs graders.
-        procs, cls.outputs = [], []
-        for run in ("a", "b"):
+        # The base model graded on the whole evaluation data, and twice on a slice of it (DETERMINISM_ITEMS of
+        # each split), the three side by side (each grader runs one thread), as the server runs graders.
+        sliced = os.path.join(cls.scratch, "eval-slice")
+        os.mkdir(sliced)
+        for split in SPLITS:
+            with open(cls.T.path(cls.spec["evalData"], f"{split}.jsonl")) as src, open(os.path.join(sliced, f"{split}.jsonl"), "w") as dst:
+                dst.writelines(line for _, line in zip(range(DETERMINISM_ITEMS), src))
+        procs = []
+        for run, eval_dir in (("whole", cls.T.path(cls.spec["evalData"])), ("slice-a", sliced), ("slice-b", sliced)):
             out_dir = os.path.join(cls.scratch, f"grade-{run}")
             os.mkdir(out_dir)
             out = os.path.join(out_dir, OUTPUT_NAME[cls.kind])
-            procs.append((cls.T.start(cls.grader_args(cls.T.base, out), cwd=out_dir), out))
+            procs.append((cls.T.start(cls.grader_args(cls.T.base, out, eval_dir), cwd=out_dir), out))
+        outputs = []
         for proc, out in procs:
             _, stderr = proc.communicate()
-            cls.outputs.append((proc.returncode, stderr, read_bytes(out) if os.path.exists(out) else None))
+            outputs.append((proc.returncode, stderr, read_bytes(out) if os.path.exists(out) else None))
+        cls.output, cls.slice_outputs = outputs[0], outputs[1:]
 
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.scratch, ignore_errors=True)
 
     @classmethod
-    def grader_args(cls, checkpoint_dir, out):
+    def grader_args(cls, checkpoint_dir, out, eval_dir=None):
         entry = cls.T.path("grader", cls.spec["grader"]["entry"])
-        return [entry, "--checkpoint", checkpoint_dir, "--eval-dir", cls.T.path(cls.spec["evalData"]), "--out", out]
+        return [entry, "--checkpoint", checkpoint_dir, "--eval-dir", eval_dir or cls.T.path(cls.spec["evalData"]), "--out", out]
 
     def scratch_dir(self, name):
         path = os.path.join(self.scratch, name)
@@ -178,13 +200,15 @@ class Contract:
             self.assertEqual(read_bytes(os.path.join(out, rel)), read_bytes(self.T.path(rel)), f"generate.py changed {rel}")
 
     def test_grader_grades_the_base_model_deterministically(self):
-        (code_a, stderr_a, out_a), (code_b, _, out_b) = self.outputs
-        self.assertEqual((code_a, code_b), (0, 0), stderr_a)
-        self.assertIsNotNone(out_a, f"the grader wrote no {OUTPUT_NAME[self.kind]}")
-        self.assertEqual(out_a, out_b, "two gradings of the same checkpoint differ")
+        for code, stderr, out in (self.output, *self.slice_outputs):
+            self.assertEqual(code, 0, stderr)
+            self.assertIsNotNone(out, f"the grader wrote no {OUTPUT_NAME[self.kind]}")
+        (_, _, out_a), (_, _, out_b) = self.slice_outputs
+        self.assertEqual(out_a, out_b, "two gradings of the same checkpoint on the same items differ")
 
     def test_grader_output_has_the_form_the_server_reads(self):
-        text = self.outputs[0][2]
+        code, stderr, text = self.output
+        self.assertEqual(code, 0, stderr)
         self.assertIsNotNone(text)
         if self.kind == "score":
             result = json.loads(text)
@@ -214,14 +238,10 @@ class Contract:
         with torch.no_grad():
             model.tok_emb.weight[0, 0] = float("nan")
         checkpoint.save(model, diverged)
-        runs = []
         for case in (empty, diverged):
-            out_dir = self.scratch_dir(f"bad-{os.path.basename(case)}")
-            out = os.path.join(out_dir, OUTPUT_NAME[self.kind])
-            runs.append((case, self.T.start(self.grader_args(case, out), cwd=out_dir), out))
-        for case, proc, out in runs:
-            _, stderr = proc.communicate()
-            self.assertEqual(proc.returncode, 2, (case, stderr))
+            out = os.path.join(self.scratch_dir(f"bad-{os.path.basename(case)}"), OUTPUT_NAME[self.kind])
+            status, _, stderr = self.T.run_inline(self.grader_args(case, out))
+            self.assertEqual(status, 2, (case, stderr))
             self.assertIn("invalid checkpoint", stderr, case)
             self.assertFalse(os.path.exists(out), f"the grader wrote {out} for a bad checkpoint")
 
@@ -251,11 +271,19 @@ class Contract:
 
         out = os.path.join(self.scratch_dir("calibration"), "batch-001.jsonl")
         _, rows = self.T.rollouts(self, out, n=4 * GROUP_SIZE, group_size=GROUP_SIZE, seed=SEED)
-        proc = self.T.run(["-c", "import calibration, json; print(json.dumps(calibration.calibrate("
-                                 "'model', 'data/train.jsonl', greedy_games=1, sampled_games=4)))"])
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        measured = json.loads(proc.stdout.strip().splitlines()[-1])
+        measured = self.task_module("calibration").calibrate(self.T.base, self.T.path("data", "train.jsonl"), greedy_games=1, sampled_games=4)
         self.assertEqual(measured["sampled"]["success"], round(100.0 * sum(r["success"] for r in rows) / len(rows), 1))
+
+    def task_module(self, name):
+        """The task's NAME.py imported in this process, with the library folder on sys.path (each task's under its own name)."""
+        sys.path.insert(0, self.T.lib)
+        try:
+            spec = importlib.util.spec_from_file_location(f"{self.T.package}_{name}", self.T.path(f"{name}.py"))
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(self.T.lib)
+        return module
 
     def test_oracle_replays_are_well_formed(self):
         for oracle in self.spec["oracles"]:

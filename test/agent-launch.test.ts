@@ -3,7 +3,7 @@ import { chmodSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tools } from '../tools/index.js';
-import { agentKind, type LaunchContext, mcpStartTimeout } from '../src/launch/agents.js';
+import { agentKind, findExecutable, type LaunchContext, mcpStartTimeout } from '../src/launch/agents.js';
 import { type LaunchedRun, startHttpServer, versionOf } from '../src/launch/launcher.js';
 import { relayEntry } from '../src/launch/bridge.js';
 import { Store } from '../src/store/store.js';
@@ -27,6 +27,12 @@ const context = (mcpStartTimeoutMs: number): LaunchContext => ({
   mcpStartTimeoutMs,
 });
 
+/** Codex's invocation as a launch makes it: the model it is told resolved once from the installed Codex's catalog first. */
+const codexInvocation = (launch: LaunchContext) => {
+  const codex = agentKind('codex');
+  return codex.invocation({ ...launch, told: codex.toldModel!(findExecutable(codex)!, launch.model) });
+};
+
 describe("each CLI's wait for its MCP server", () => {
   it('is three times the measured start plus a minute, never under two minutes', () => {
     expect(mcpStartTimeout(1_000)).toBe(120_000);
@@ -37,7 +43,7 @@ describe("each CLI's wait for its MCP server", () => {
     const wait = mcpStartTimeout(100_000);
     const claude = agentKind('claude-code').invocation(context(wait));
     expect(claude.env).toMatchObject({ MCP_TIMEOUT: '360000', MCP_CONNECT_TIMEOUT_MS: '360000' });
-    const codex = agentKind('codex').invocation(context(wait));
+    const codex = codexInvocation(context(wait));
     expect(codex.args.find((arg) => arg.startsWith('mcp_servers.a2rl='))).toContain('startup_timeout_sec=360');
     const configOf = (agent: string, file: string) =>
       JSON.parse(
@@ -52,15 +58,16 @@ describe("each CLI's wait for its MCP server", () => {
 
   it("Codex: with no --model, its catalog's default named and given its entry with the MCP tools first-class; a model the catalog does not know, as it is", () => {
     const codex = agentKind('codex');
-    const told = codex.invocation({ ...context(120_000), model: undefined });
+    const defaulted = codex.toldModel!(findExecutable(codex)!, undefined);
+    const told = codexInvocation({ ...context(120_000), model: undefined });
     // The default the installed Codex's catalog names, which that catalog puts in code mode (test/agents.test.ts runs it).
-    expect(told.model).toMatch(/^gpt-/);
-    expect(told.args).toContain(`model=${JSON.stringify(told.model)}`);
+    expect(defaulted.model).toMatch(/^gpt-/);
+    expect(told.args).toContain(`model=${JSON.stringify(defaulted.model)}`);
     expect(told.args).toContain('model_catalog_json="/runs/r/agent/home/.codex/a2rl-model-catalog.json"');
     const catalog = JSON.parse(told.files.find((f) => f.path.endsWith('a2rl-model-catalog.json'))!.content);
     expect(catalog.models).toHaveLength(1);
     expect(catalog.models[0]).toMatchObject({
-      slug: told.model,
+      slug: defaulted.model,
       tool_mode: null,
       use_responses_lite: false,
       apply_patch_tool_type: null,
@@ -68,8 +75,8 @@ describe("each CLI's wait for its MCP server", () => {
     });
     // Its identity kept: the instructions its model was trained with.
     expect(JSON.stringify(catalog.models[0])).toContain('You are Codex');
-    const scripted = codex.invocation(context(120_000));
-    expect(scripted.model).toBe('scripted-model');
+    expect(codex.toldModel!(findExecutable(codex)!, 'scripted-model')).toEqual({ model: 'scripted-model' });
+    const scripted = codexInvocation(context(120_000));
     expect(scripted.args.filter((arg) => arg.startsWith('model'))).toEqual([]);
     expect(scripted.args.slice(scripted.args.indexOf('--model'), scripted.args.indexOf('--model') + 2)).toEqual([
       '--model',

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { budgetReport, formatDuration, parseBudget } from '../src/tasks/budget.js';
+import { budgetReport, parseBudget } from '../src/tasks/budget.js';
+import { formatDuration } from '../src/util/duration.js';
 import { A2rlError } from '../src/util/errors.js';
 
 const defaults = { wallSeconds: 1200, computeSeconds: 900, submissions: 5, rolloutEpisodes: 4000 };

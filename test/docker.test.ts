@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { CappedLog, defaultLogCap } from '../src/jobs/capped-log.js';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dockerClient } from '../sandbox/docker-client.js';
 import { DockerBackend, type DockerInstance, labels } from '../sandbox/docker.js';
 import { jobUser } from '../sandbox/job-identity.js';
 import { processStartTime } from '../sandbox/process-tree.js';
@@ -165,3 +166,12 @@ function cmdline(pid: string): string {
     return '';
   }
 }
+
+describe('docker backend without an engine', () => {
+  it('says which engine did not answer and what to do, with the ping the CLI commands share (engineSilence)', async () => {
+    const docker = dockerClient({ socketPath: join(tempDir('no-engine'), 'docker.sock') });
+    expect(await new DockerBackend({ owner, docker }).unavailableReason()).toMatch(
+      /^no Docker engine answered at \S+ within 10 s \(.*ENOENT.*\); install docker\.io and start dockerd, or set DOCKER_HOST$/,
+    );
+  });
+});

@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AssetsNotPreparedError } from '../src/tasks/assets.js';
 import { fullTierRuntimeTarget, resolveFullTask } from '../src/tasks/full-task.js';
-import { hashDirectory } from '../src/util/hashing.js';
+import { hashDirectory, sha256 } from '../src/util/hashing.js';
 import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { fixtureModelId, writeFixtureHub } from './helpers/fixture-hub.js';
 import { defaultLimits, makeSandbox, run, tempDir } from './helpers/sandbox.js';
@@ -85,6 +85,9 @@ describe('full-tier task: assets and runtime for a run', () => {
     expect(task.pythonRuntime.mounts).toEqual([{ source: join(packageRoot, '.venv-full'), target: fullTierRuntimeTarget, readOnly: true }]);
     // The baseline's key is what a submitted copy of the base would hash to, computed from the verified manifest.
     expect(task.baseModelHash).toBe(hashDirectory(task.paths.baseModel));
+    // What a grade's environment record names (src/grading/environment.ts), found here once: gsm8k has no stand-ins.
+    const assetsManifest = sha256(readFileSync(join(task.paths.trainData, '..', 'manifest.json')));
+    expect(task.environment).toEqual({ packages: [], assetsManifest });
   });
 
   it('the runtime mounts read-only in a sandbox: the pinned packages and hflm import, the submission check runs', async () => {

@@ -1,4 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
+import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadReplay, playReplay, type StepOutcome } from '../src/launch/replay.js';
@@ -97,15 +98,24 @@ describe('full tier smoke profile', () => {
     }
   }
 
-  /** A home with the task prepared from the smoke hub for its smoke model. */
+  /** Each task's home as `a2rl prepare` left it (from the smoke hub, for its smoke model): prepared once, copied per test. */
+  const preparedHomes = new Map<string, string>();
+
+  /** A new home with the task prepared: a copy of the prepared one, the assets its server verifies against their manifests. */
   function preparedHome(taskId: string): string {
-    const smoke = (getTaskFile(taskId) as FullTaskFile).smoke!;
+    let prepared = preparedHomes.get(taskId);
+    if (!prepared) {
+      const smoke = (getTaskFile(taskId) as FullTaskFile).smoke!;
+      prepared = tempDir('smoke-prepared');
+      hub ??= writeFixtureHub('smoke');
+      const run = spawnSync('node', [cliEntry, '--home', prepared, 'prepare', taskId, '--from', hub, '--model', smoke.model], {
+        encoding: 'utf8',
+      });
+      expect(run.status, run.stderr).toBe(0);
+      preparedHomes.set(taskId, prepared);
+    }
     const home = tempDir('smoke');
-    hub ??= writeFixtureHub('smoke');
-    const prepared = spawnSync('node', [cliEntry, '--home', home, 'prepare', taskId, '--from', hub, '--model', smoke.model], {
-      encoding: 'utf8',
-    });
-    expect(prepared.status, prepared.stderr).toBe(0);
+    cpSync(prepared, home, { recursive: true });
     return home;
   }
 

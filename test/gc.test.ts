@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workspaceFolder, workspaceImage } from '../sandbox/run-storage.js';
+import { notFreed } from '../src/cli/gc.js';
 import { Store } from '../src/store/store.js';
 import { cliEntry } from '../src/util/paths.js';
 import { recordCheckVerdict } from './helpers/integrity.js';
@@ -108,6 +109,22 @@ describe('a2rl gc on a home with ended and live runs', () => {
     }
     // A second gc finds nothing left.
     expect((await gc(home, '--no-docker')).stdout).toMatch(/^kept\tended-unchecked\t[^\n]+\nfreed 0.0 MiB\n$/);
+  });
+
+  it("fails only for what could not be freed for another reason than being in use (the engine's 409)", () => {
+    // dockerode's error for an image a container uses, and one for an engine that failed.
+    const conflict = Object.assign(new Error('(HTTP code 409) unexpected - conflict'), {
+      statusCode: 409,
+      json: { message: 'conflict: unable to delete 0123 (cannot be forced) - image is being used by running container 4567\nmore' },
+    });
+    expect(notFreed(conflict)).toEqual({
+      why: 'in use: conflict: unable to delete 0123 (cannot be forced) - image is being used by running container 4567',
+      inUse: true,
+    });
+    expect(notFreed(Object.assign(new Error('(HTTP code 500) server error - no space left on device'), { statusCode: 500 }))).toEqual({
+      why: 'not freed: (HTTP code 500) server error - no space left on device',
+      inUse: false,
+    });
   });
 
   it('refuses a bad --older-than with what to give instead, and changes nothing', async () => {

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { Store } from '../src/store/store.js';
 import { maxPushBytes } from '../src/view/log-tail.js';
 import { jobCard } from '../src/view/run-page.js';
+import { startedJob } from './helpers/jobs.js';
 import { tempDir } from './helpers/sandbox.js';
 
 /** A running training job, recorded by the store as the job manager records one, its log in `dir`. */
@@ -23,17 +24,7 @@ function runningTraining(dir: string) {
       owner: '0-0',
       created_at: at,
     });
-    const job = {
-      run_id: 'run-1',
-      kind: 'training',
-      command: 'python3 train.py',
-      resources: '{}',
-      charged: 1,
-      episodes_requested: 0,
-      owner: '0-0',
-      created_at: at,
-    } as const;
-    return store.insertJob(job, dir);
+    return startedJob(store, { runId: 'run-1', logDir: dir, createdAt: at });
   } finally {
     store.close();
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LossCurve, lossCurve, parseMetricLine, thinned } from '../src/reports/metrics.js';
+import { curveNotes, LossCurve, lossCurve, parseMetricLine, thinned } from '../src/reports/metrics.js';
 
 describe('the loss curve of a training log', () => {
   it('reads key=value lines as the micro training loop and others print them', () => {
@@ -106,6 +106,18 @@ describe('the loss curve of a training log', () => {
       [6, 0.6],
     ]);
     expect(parseMetricLine('step 2 loss NaN')?.loss).toBeNaN();
+  });
+
+  it("says what the chart does not show, in one wording for the report's and the view's", () => {
+    expect(curveNotes(lossCurve('step 1 loss 0.7\nstep 2 loss 0.6'))).toEqual([]);
+    expect(curveNotes(lossCurve('step 2 loss 0.7\nstep 1 loss nan'))).toEqual([
+      '1 restart: each new segment placed after the last, with a gap',
+      '1 nan, inf or huge loss value left out',
+    ]);
+    expect(curveNotes({ points: [], restarts: 2, dropped: 3 })).toEqual([
+      '2 restarts: each new segment placed after the last, with a gap',
+      '3 nan, inf or huge loss values left out',
+    ]);
   });
 
   it('thins a long curve for a static chart, keeping its gaps and its last point', () => {

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { jobId } from '../src/core/job-ids.js';
@@ -12,6 +12,7 @@ import { getTask } from '../src/tasks/task.js';
 import type { RunUsage } from '../src/transcripts/run-usage.js';
 import { jobCard, toolRow } from '../src/view/run-page.js';
 import { recordCheckVerdict } from './helpers/integrity.js';
+import { startedJob, succeeded } from './helpers/jobs.js';
 import { tempDir } from './helpers/sandbox.js';
 
 const task = getTask('micro-gsm8k');
@@ -37,33 +38,18 @@ function seedRun(store: Store, home: string, id: string, kinds: Array<'grading' 
   const record = (kind: string, name: string, data: unknown) =>
     store.insertEvent({ run_id: id, at: createdAt + (t += 1000), t_rel_ms: t, kind, name, data: JSON.stringify(data) });
   return kinds.map((kind) => {
-    const job = store.insertJob(
-      {
-        run_id: id,
-        kind,
-        command: `python3 ${kind}.py`,
-        resources: '{}',
-        charged: kind === 'grading' ? 0 : 1,
-        episodes_requested: 0,
-        owner: '0-0',
-        created_at: createdAt,
-      },
-      join(dir, 'logs'),
-    );
-    writeFileSync(job.log_path, 'step 1 loss 0.9\nstep 2 loss 0.7\n');
+    const job = startedJob(store, {
+      runId: id,
+      logDir: join(dir, 'logs'),
+      kind,
+      command: `python3 ${kind}.py`,
+      charged: kind === 'grading' ? 0 : 1,
+      createdAt,
+      log: 'step 1 loss 0.9\nstep 2 loss 0.7\n',
+    });
     record('tool', 'run_training', { arguments: { command: job.command }, result: { job_id: jobId(job) }, duration_ms: 5 });
     record('job', 'started', { job_id: job.id, kind, command: job.command, charged: kind !== 'grading', log_path: job.log_path });
-    store.finishJob(job.id, {
-      state: 'succeeded',
-      reason: null,
-      exit_code: 0,
-      signal: null,
-      cpu_s: 1,
-      gpu_s: 0,
-      episodes_done: null,
-      result: null,
-      ended_at: createdAt + t,
-    });
+    succeeded(store, job.id, createdAt + t);
     record('job', 'finished', { job_id: job.id, kind, state: 'succeeded', exit_code: 0, charged: kind !== 'grading', cpu_s: 1, gpu_s: 0 });
     return store.getJob(job.id)!;
   });

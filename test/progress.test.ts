@@ -49,6 +49,8 @@ describe('progress without a terminal', () => {
     quick.stop();
     expect(out.lines).toEqual([]);
     expect(progressLine('a2rl prepare gsm8k', 0, undefined, 75_000)).toBe('  a2rl prepare gsm8k: 1m15s so far');
+    // Whole minutes as budgets write them (formatDuration): 2m, not 2m00s.
+    expect(progressLine('a2rl prepare gsm8k', 0, undefined, 120_000)).toBe('  a2rl prepare gsm8k: 2m so far');
     expect(progressLine('a2rl prepare gsm8k', 2, undefined, 3_725_000, 'wrote model.safetensors')).toBe(
       '  a2rl prepare gsm8k: 2 done, 1h02m so far; wrote model.safetensors',
     );

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
@@ -8,15 +9,18 @@ import { cloneRuns, recordTemplateRuns } from '../bench/scale-store.js';
 import { latencies } from '../bench/measure.js';
 import { keptToolCalls, loadRunFacts } from '../src/reports/analysis.js';
 import { exportRun } from '../src/reports/export.js';
+import { LossCurve } from '../src/reports/metrics.js';
 import { runFigures } from '../src/reports/run-summaries.js';
-import { bootstrapCi, bootstrapRunsAtMost, meanInterval, runResults } from '../src/reports/leaderboard.js';
+import { bootstrapCi, bootstrapRunsAtMost, leaderboardRows, meanInterval, rankRuns, runResults } from '../src/reports/leaderboard.js';
 import { Store } from '../src/store/store.js';
 import { ViewData } from '../src/view/data.js';
 import { DiskAccounts } from '../src/view/disk.js';
 import { leaderboardPage } from '../src/view/leaderboard-page.js';
+import { BoardStream } from '../src/view/streams.js';
 import { runPage } from '../src/view/run-page.js';
 import { runsPage } from '../src/view/runs-page.js';
 import { createView } from '../src/view/worker-proxy.js';
+import { cliEntry } from '../src/util/paths.js';
 import { startInProcess } from './helpers/in-process.js';
 import { tempDir } from './helpers/sandbox.js';
 
@@ -66,6 +70,11 @@ describe('a store of 10³ runs (issue 49)', () => {
         runsPage(view, filters);
       runsPage(view, {}, undefined, { created_at: 1_600_000_500_000, id: 'clone-500' });
       await runPage(view, 'clone-500');
+      // Ranked here, not read from a board another test kept.
+      probe.db.exec('DELETE FROM leaderboards');
+      leaderboardPage(view);
+      // The view ranks on a thread of its own: ranked here, on this connection, as that thread does.
+      rankRuns(probe);
       leaderboardPage(view);
       probe.runStatus('clone-10');
       probe.storedBytes('clone-10');
@@ -85,6 +94,22 @@ describe('a store of 10³ runs (issue 49)', () => {
     probe.close();
   });
 
+  it('runs list prints the newest 50 runs, newest first, and says how many more; --all prints every run', () => {
+    const list = (...args: string[]) =>
+      spawnSync(process.execPath, [cliEntry, '--home', home, 'runs', 'list', ...args], { encoding: 'utf8' });
+    const newest = list();
+    const ids = (text: string) =>
+      text
+        .trimEnd()
+        .split('\n')
+        .map((line) => line.split('\t')[0]);
+    expect(ids(newest.stdout)).toEqual(store.pageOfRuns({}, 50).map((run) => run.id));
+    expect(newest.stderr).toBe(`a2rl: the newest 50 of ${runs} runs; --limit <n> or --all lists more\n`);
+    const all = list('--all');
+    expect(all.stdout.trimEnd().split('\n')).toHaveLength(runs);
+    expect(all.stderr).toBe('');
+  });
+
   it('opens a store of the schema before, with its runs, and summarises them on first read', () => {
     const path = join(tempDir('a2rl-scale-old-'), 'store.sqlite');
     const old = new Store(path);
@@ -95,7 +120,7 @@ describe('a store of 10³ runs (issue 49)', () => {
       CREATE INDEX events_by_kind ON events(run_id, kind, name); PRAGMA user_version = 10;`);
     old.close();
     const reopened = new Store(path);
-    expect(reopened.schemaVersion).toBe(11);
+    expect(reopened.schemaVersion).toBe(12);
     expect(reopened.db.prepare('SELECT COUNT(*) FROM run_summaries').pluck().get()).toBe(0);
     expect(runResults(reopened).map((r) => r.run_id)).toContain(id);
     expect(reopened.db.prepare('SELECT COUNT(*) FROM run_summaries').pluck().get()).toBe(8);
@@ -124,6 +149,7 @@ describe('a store of 10³ runs (issue 49)', () => {
     expect(agentRows.length).toBe(100);
     expect(agentRows.every((id) => store.getRun(id)!.agent === 'agent-1')).toBe(true);
     // The leaderboard links a row's newest runs, not all of them.
+    await view.leaderboard();
     const board = leaderboardPage(view);
     expect(Buffer.byteLength(board)).toBeLessThan(2 ** 20);
     expect(board).toMatch(/and \d+ older \(all in <a href="\/view\/leaderboard.json">/);
@@ -190,7 +216,7 @@ describe('a store of 10³ runs (issue 49)', () => {
     expect(facts.events.map((e) => e.t_rel_ms)).toEqual([...facts.events.map((e) => e.t_rel_ms)].sort((a, b) => a - b));
   });
 
-  it('no view page, leaderboard or run page slows a run’s calls: the view renders in a thread of its own (invariant 9)', async () => {
+  it('no view page, leaderboard or run page slows a run’s calls: the view renders in a process of its own (invariant 9)', async () => {
     const live = await startInProcess({ home, label: 'live' });
     const renders = vi.spyOn(ViewData.prototype, 'runs');
     const view = createView({ store: live.engine.store, home, token: 'view-token-for-scale-test', diskQuotaBytes: 2 ** 30 });
@@ -233,7 +259,7 @@ describe('a store of 10³ runs (issue 49)', () => {
       loading = false;
       await loads;
       delay.disable();
-      // Pages were served, and none was rendered on this thread: the proxy only passed their bytes.
+      // Pages were served, and none was rendered in this process: the proxy only passed their bytes.
       expect(loaded).toBeGreaterThanOrEqual(pages.length);
       expect(renders).not.toHaveBeenCalled();
       console.log(
@@ -281,8 +307,12 @@ describe('kept summaries while other connections write (issue 49, review B)', ()
         },
         dir,
       );
-      server.updateJobUsage(job.id, 5, 0);
+      // Dropped when the job started; a usage sample writes its job's row alone (none is kept while the job runs).
       expect(kept(reader, id)).toBeUndefined();
+      const writes = () => server.db.prepare('SELECT total_changes()').pluck().get() as number;
+      const before = writes();
+      server.updateJobUsage(job.id, 5, 0);
+      expect(writes() - before).toBe(1);
       // Its batch's page still lists it: batches are the runs', not their summaries'.
       expect(reader.pageOfRuns({ batch: 'batch-0' }, 100).map((run) => run.id)).toContain(id);
       // Read while the job runs: computed, counted on the leaderboard, never kept.
@@ -352,17 +382,102 @@ describe('kept summaries while other connections write (issue 49, review B)', ()
     }
   });
 
-  it('the leaderboard page ranks again when a summary is deleted and written again, the same count and newest row', () => {
+  it('the leaderboard page ranks again when a summary is deleted and written again, the same count and newest row', async () => {
     const { server, reader, ids } = small();
     try {
       const view = new ViewData(reader, new DiskAccounts(2 ** 30));
       const newest = ids.at(-1)!;
-      expect(view.leaderboard().flatMap((row) => row.run_ids)).toContain(newest);
+      expect((await view.leaderboard()).flatMap((row) => row.run_ids)).toContain(newest);
       // Another connection marks the newest run and writes its summary again: the row count and the newest rowid stay.
       server.markInfrastructureFailure(newest, 'the sandbox failed');
       runResults(server);
       expect(kept(server, newest)).toBeDefined();
-      expect(view.leaderboard().flatMap((row) => row.run_ids)).not.toContain(newest);
+      expect((await view.leaderboard()).flatMap((row) => row.run_ids)).not.toContain(newest);
+    } finally {
+      reader.close();
+      server.close();
+    }
+  });
+
+  it('keeps a training curve as a live stream left it: a new live connection goes on from there, not from the log', () => {
+    const data = new ViewData(new Store(':memory:'), new DiskAccounts(2 ** 30));
+    const curve = new LossCurve();
+    curve.add('step 1 loss 2.0\nstep 2 loss 1.5\n');
+    data.keepCurveSeed(7, 120, curve);
+    // The stream's own curve goes on (a restart); the kept seed is the state at offset 120, a copy each time.
+    curve.add('step 1 loss 3.0\n');
+    expect(data.curveSeed(7, 120)!.add('step 3 loss 1.0\n')).toEqual([[3, 1]]);
+    expect(data.curveSeed(7, 120)!.add('step 1 loss 1.0\n')).toEqual([
+      [2.5, null],
+      [3, 1],
+    ]);
+    expect(data.curveSeed(7, 121)).toBeUndefined();
+    for (let offset = 0; offset < 300; offset++) data.keepCurveSeed(8, offset, curve);
+    expect(data.curveSeed(7, 120)).toBeUndefined();
+    expect(data.curveSeed(8, 299)).toBeDefined();
+  });
+
+  it('the leaderboard page never ranks to answer: "ranking" before any board, the kept one marked "updating" once stale, then the new one pushed', async () => {
+    const { server, reader, ids } = small();
+    try {
+      // An upgraded store: no summary, no board kept.
+      reader.db.exec('DELETE FROM leaderboards; DELETE FROM run_summaries');
+      const view = new ViewData(reader, new DiskAccounts(2 ** 30));
+      // The view's own connection never ranks: its ranking thread does, on a connection of its own.
+      const ranked = vi.spyOn(reader, 'iterateRankedSummaries');
+      expect(leaderboardPage(view)).toMatch(/Ranking \d+ ended runs…/);
+      const board = await view.leaderboard();
+      expect(kept(reader, ids[0]!)).toBeDefined();
+      const fresh = leaderboardPage(view);
+      expect(fresh).not.toMatch(/Ranking|updating/);
+      expect(fresh).toContain(`/view/runs/${ids[0]}`);
+      // A check flags a run: the kept board is served at once, marked, and ranked again in the background.
+      server.insertIntegrityCheck({
+        ...{ run_id: ids[0]!, kind: 'contamination', verdict: 'flagged', checker: 'test' },
+        ...{ details: '{}', duration_ms: 1, created_at: 2 },
+      });
+      const stale = leaderboardPage(view);
+      expect(stale).toMatch(/Ranked \d+ (s|min|h) ago; updating…/);
+      const table = (html: string) => html.slice(html.indexOf('<table id="leaderboard">'), html.indexOf('</table>'));
+      expect(table(stale)).toBe(table(fresh));
+      // Its live stream pushes nothing while the page shows the view's board, then the new board.
+      const stream = new BoardStream(view, 0, decodeURIComponent(/board=([^"&]+)/.exec(stale)![1]!));
+      const pushed: string[] = [];
+      const push = () => stream.push({ events: [], newRuns: [] }, (_event, data) => void pushed.push((data as { html: string }).html));
+      await push();
+      expect(pushed).toEqual([]);
+      const again = await view.leaderboard();
+      expect(again.reduce((sum, row) => sum + row.flagged_runs, 0)).toBe(board.reduce((sum, row) => sum + row.flagged_runs, 0) + 1);
+      await push();
+      expect(pushed).toHaveLength(1);
+      expect(table(pushed[0]!)).not.toBe(table(fresh));
+      expect(pushed[0]).not.toContain('updating');
+      expect(ranked).not.toHaveBeenCalled();
+    } finally {
+      reader.close();
+      server.close();
+    }
+  });
+
+  it('keeps the ranked leaderboard in the store for every reader until what it ranks changes', () => {
+    const { server, reader, ids } = small();
+    try {
+      const board = rankRuns(server);
+      // Another connection reads the board kept at this generation, not a ranking of its own: no summary is read.
+      const summaries = vi.spyOn(reader, 'iterateRankedSummaries');
+      expect(rankRuns(reader)).toEqual(board);
+      expect(leaderboardRows(reader)).toEqual(board.map(({ run_ids: _runIds, ...row }) => row));
+      expect(summaries).not.toHaveBeenCalled();
+      // A check flags a run: ranked again, once, then kept again.
+      server.insertIntegrityCheck({
+        ...{ run_id: ids[0]!, kind: 'contamination', verdict: 'flagged', checker: 'test' },
+        ...{ details: '{}', duration_ms: 1, created_at: 2 },
+      });
+      const again = rankRuns(reader);
+      expect(summaries).toHaveBeenCalledTimes(1);
+      expect(again.reduce((sum, row) => sum + row.flagged_runs, 0)).toBe(board.reduce((sum, row) => sum + row.flagged_runs, 0) + 1);
+      expect(rankRuns(server)).toEqual(again);
+      expect(summaries).toHaveBeenCalledTimes(1);
     } finally {
       reader.close();
       server.close();

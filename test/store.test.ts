@@ -26,13 +26,13 @@ describe('store', () => {
   it('migrates once, in WAL mode, and keeps what was written across reopening', () => {
     const path = join(tempDir('store'), 'store.sqlite');
     const first = new Store(path);
-    expect(first.schemaVersion).toBe(11);
+    expect(first.schemaVersion).toBe(12);
     expect(first.db.pragma('journal_mode', { simple: true })).toBe('wal');
     newRun(first, 'r1');
     first.insertEvent({ run_id: 'r1', at: 1, t_rel_ms: 0, kind: 'tool', name: 'exec', data: '{}' });
     first.close();
     const second = new Store(path);
-    expect(second.schemaVersion).toBe(11);
+    expect(second.schemaVersion).toBe(12);
     expect(second.listEvents('r1')).toHaveLength(1);
     second.close();
   });

@@ -1,10 +1,10 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { execFile, spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import puppeteer, { type Browser, type BrowserContext, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,6 +21,7 @@ import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { adminToken, type HttpServer, killServer, startHttpServer } from './helpers/http-server.js';
 import { call } from './helpers/mcp.js';
 import { recordCheckVerdict } from './helpers/integrity.js';
+import { startedJob, succeeded } from './helpers/jobs.js';
 import { tempDir } from './helpers/sandbox.js';
 
 /** Where the screenshots of the three pages are kept (ignored by git; CI may keep them as artifacts). */
@@ -245,6 +246,10 @@ describe('the live web view (/view)', () => {
 
   it('shows the leaderboard a2rl leaderboard writes, with the runs behind each row', async () => {
     await page.goto(`${server.url}/view/leaderboard`);
+    // The page never ranks to answer: a board not ranked yet (or stale) comes over its live stream once ranked.
+    await page.waitForFunction(
+      () => document.querySelector('#board #leaderboard') !== null && document.querySelector('#board .updating') === null,
+    );
     const shown = await tableCells(page, '#leaderboard');
     const out = tempDir('view-leaderboard');
     await cli(home, ['leaderboard', '--out', out]);
@@ -513,32 +518,13 @@ describe("one live connection's channels", () => {
     const home = tempDir('view-done');
     seedEndedRuns(home);
     const store = new Store(join(home, 'store.sqlite'));
-    const job = store.insertJob(
-      {
-        run_id: 'seed-a1',
-        kind: 'training',
-        command: 'python3 train.py',
-        resources: '{}',
-        charged: 1,
-        episodes_requested: 0,
-        owner: '0-0',
-        created_at: 0,
-      },
-      join(home, 'logs'),
-    );
-    mkdirSync(dirname(job.log_path), { recursive: true });
-    writeFileSync(job.log_path, 'step 1 loss 0.9\nstep 2 loss 0.7\n');
-    store.finishJob(job.id, {
-      state: 'succeeded',
-      reason: null,
-      exit_code: 0,
-      signal: null,
-      cpu_s: 1,
-      gpu_s: 0,
-      episodes_done: null,
-      result: null,
-      ended_at: 1,
+    const job = startedJob(store, {
+      runId: 'seed-a1',
+      logDir: join(home, 'logs'),
+      createdAt: 0,
+      log: 'step 1 loss 0.9\nstep 2 loss 0.7\n',
     });
+    succeeded(store, job.id, 1);
     const stream = new RunStream(new ViewData(store, new DiskAccounts(2 ** 30)), 'seed-a1', 0, new Map([[job.id, 16]]));
     const sent: Array<[string, unknown]> = [];
     const push = () => stream.push({ events: [], newRuns: [] }, (event, data) => void sent.push([event, data]));
@@ -588,24 +574,8 @@ describe('ten tabs of the view, one live connection (issue 51)', () => {
     seedEndedRuns(home);
     store = new Store(join(home, 'store.sqlite'));
     addRun(runId);
-    const job = store.insertJob(
-      {
-        run_id: runId,
-        kind: 'training',
-        command: 'python3 train.py',
-        resources: '{}',
-        charged: 0,
-        episodes_requested: 0,
-        owner: '0-0',
-        created_at: Date.now(),
-      },
-      join(home, 'runs', runId, 'logs'),
-      (path) => {
-        mkdirSync(dirname(path), { recursive: true });
-        logPath = path;
-        writeFileSync(path, '');
-      },
-    );
+    const job = startedJob(store, { runId, logDir: join(home, 'runs', runId, 'logs'), charged: 0, log: '' });
+    logPath = job.log_path;
     expect(job.state).toBe('running');
     appendLog(1, 200);
     view = spawn(process.execPath, [cliEntry, 'view', '--port', '0'], {
@@ -661,7 +631,8 @@ describe('ten tabs of the view, one live connection (issue 51)', () => {
     await waitAll(tabs, () => document.getElementById('live-state')?.textContent === 'live');
     const [runsPages, filtered, runPages, boards] = [tabs.slice(0, 2), tabs.slice(2, 4), tabs.slice(4, 8), tabs.slice(8)];
     expect(await filtered[0]!.$$eval('#runs tbody tr', (rows) => rows.map((r) => r.getAttribute('data-run')))).toEqual([runId]);
-    // What each tab shows now is marked, so a re-rendered leaderboard is told from the first.
+    // What each tab shows now is marked, so a re-rendered leaderboard is told from the first (once ranked: never for the page).
+    await waitAll(boards, () => document.querySelector('#board table') !== null && document.querySelector('#board .updating') === null);
     await Promise.all(boards.map((tab) => tab.$eval('#board table', (table) => table.setAttribute('data-first', ''))));
 
     event(runId, 'tool', 'list_files', { arguments: { path: 'tabs-marker' }, result: {}, duration_ms: 2 });
@@ -677,7 +648,13 @@ describe('ten tabs of the view, one live connection (issue 51)', () => {
     await Promise.all([
       waitAll(filtered, () => document.querySelector('#runs tr[data-run="tabs-new"]') === null),
       waitAll(runsPages, () => document.querySelector('#runs tr[data-run="tabs-new"] .state')?.textContent === 'ended'),
-      waitAll(boards, () => document.querySelector('#board table') !== null && !document.querySelector('#board table[data-first]')),
+      waitAll(
+        boards,
+        () =>
+          document.querySelector('#board table') !== null &&
+          !document.querySelector('#board table[data-first]') &&
+          document.querySelector('#board .updating') === null,
+      ),
     ]);
     expect(await filtered[1]!.$$eval('#runs tbody tr', (rows) => rows.map((r) => r.getAttribute('data-run')))).toEqual([runId]);
     await Promise.all(tabs.slice(1).map((tab) => tab.close()));

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { formatDuration } from '../src/tasks/budget.js';
+import { formatDuration } from '../src/util/duration.js';
 import { defineTool } from './shared/define.js';
 
 const lineSchema = z.object({ used: z.number(), limit: z.number(), left: z.number() });

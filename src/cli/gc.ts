@@ -126,11 +126,15 @@ async function sweepDocker(cutoff: number): Promise<Sweep> {
   return { found, kept };
 }
 
-/** Why an item was not freed: `in use: …` for an image a container uses (the engine's 409), else the error's own words. */
-function whyNotFreed(error: unknown): string {
+/**
+ * Why an item was not freed, as its kept line says it (`in use: …` or `not freed: …`, then the engine's words), and
+ * whether it is only in use (an image a container uses: the engine's 409), which gc goes on past without failing.
+ */
+export function notFreed(error: unknown): { why: string; inUse: boolean } {
   const { statusCode, json, message } = error as { statusCode?: number; json?: { message?: string }; message?: string };
   const said = (json?.message ?? message ?? String(error)).split('\n')[0];
-  return statusCode === 409 ? `in use: ${said}` : `not freed: ${said}`;
+  const inUse = statusCode === 409;
+  return { why: `${inUse ? 'in use' : 'not freed'}: ${said}`, inUse };
 }
 
 /** An age: 0, or a number of minutes, hours or days (30m, 12h, 7d). */
@@ -171,10 +175,10 @@ export function addGcCommand(program: Command, { home }: CliContext): void {
         for (const { name, why } of sweep.kept) process.stdout.write(`kept\t${name}\t${why}\n`);
         for (const item of sweep.found) {
           // One item that cannot go (an image a container still uses) stops nothing else.
-          const why = options.dryRun ? undefined : await item.free().then(() => undefined, whyNotFreed);
-          if (why) {
-            process.stdout.write(`kept\t${item.name}\t${why}\n`);
-            if (!why.startsWith('in use')) failed++;
+          const kept = options.dryRun ? undefined : await item.free().then(() => undefined, notFreed);
+          if (kept) {
+            process.stdout.write(`kept\t${item.name}\t${kept.why}\n`);
+            if (!kept.inUse) failed++;
             continue;
           }
           process.stdout.write(`${item.kind}\t${item.name}\t${options.dryRun ? 'would free' : 'freed'} ${mib(item.bytes)}\n`);

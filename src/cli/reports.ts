@@ -5,13 +5,12 @@ import { analyzeRun, loadRunFacts } from '../reports/analysis.js';
 import { A2rlError } from '../util/errors.js';
 import { exportRun } from '../reports/export.js';
 import {
-  buildLeaderboard,
   type FlaggedPolicy,
   flaggedPolicies,
   leaderboardCsv,
   leaderboardHtml,
   leaderboardMarkdown,
-  runResults,
+  leaderboardRows,
 } from '../reports/leaderboard.js';
 import { writeNarrative } from '../reports/narrative.js';
 import { renderMarkdown } from '../reports/render.js';
@@ -144,7 +143,7 @@ export function addReportCommands(program: Command, runs: Command, home: () => s
     .action((options: { task?: string; out: string; json?: boolean; prices?: PriceTable; flagged: FlaggedPolicy }) => {
       const store = openStore(home());
       try {
-        const rows = buildLeaderboard(runResults(store, options.task, options.prices), options.flagged);
+        const rows = leaderboardRows(store, options);
         if (options.json) {
           process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
           return;

@@ -17,6 +17,7 @@ import {
   type JudgeOptions,
   type SandboxOptions,
   taskOption,
+  wholeNumberOption,
 } from './options.js';
 
 /** `a2rl runs create|revoke|clean|list|to-replay`; returns the group, for the report commands that join it. */
@@ -111,13 +112,17 @@ export function addRunsCommands(program: Command, { home }: CliContext): Command
 
   runs
     .command('list')
-    .description('list runs: id, task, label, state, transport and token')
-    .action(() => {
+    .description('list the newest runs, newest first: id, task, label, transport and state')
+    .option('--limit <n>', 'how many of the newest runs to list', wholeNumberOption, 50)
+    .option('--all', 'list every run')
+    .action((options: { limit: number; all?: boolean }) => {
       const store = new Store(join(home(), 'store.sqlite'));
       try {
-        // One query (runs and tokens joined), read a row at a time and written 64 KiB at a time: 10⁵ runs in well under a second.
+        // One query (runs and tokens joined) down the creation index, read a row at a time and written 64 KiB at a time.
         let chunk = '';
-        for (const run of store.iterateRuns()) {
+        let listed = 0;
+        for (const run of store.iterateRuns(options.all ? undefined : options.limit)) {
+          listed++;
           const state = run.state === 'ended' ? `ended (${run.end_reason})` : 'active';
           chunk += `${run.id}\t${run.task_id}\t${run.label ?? '-'}\t${run.token}\t${state}\n`;
           if (chunk.length > 1 << 16) {
@@ -126,6 +131,8 @@ export function addRunsCommands(program: Command, { home }: CliContext): Command
           }
         }
         process.stdout.write(chunk);
+        const total = options.all || listed < options.limit ? listed : store.countRuns();
+        if (total > listed) process.stderr.write(`a2rl: the newest ${listed} of ${total} runs; --limit <n> or --all lists more\n`);
       } finally {
         store.close();
       }

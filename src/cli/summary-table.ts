@@ -1,6 +1,6 @@
 import Table from 'cli-table3';
 import type { RunSummary } from '../reports/summary.js';
-import { formatDuration } from '../tasks/budget.js';
+import { formatDuration } from '../util/duration.js';
 
 /** Run summaries as the terminal table `a2rl demo` and `a2rl run` print. */
 export function formatSummaryTable(summaries: RunSummary[]): string {

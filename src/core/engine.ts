@@ -23,6 +23,7 @@ import { renderInstructions } from './instructions.js';
 import { A2rlError } from '../util/errors.js';
 import { GpuAllocator } from '../jobs/gpu-allocator.js';
 import { type GradeRequest, Grader, gradingStopGraceMs } from '../grading/grader.js';
+import { type GraderVersionPart, graderVersionParts } from '../grading/grader-version.js';
 import { checkInProgress, IntegrityChecks, stopGraceMs } from '../integrity/background.js';
 import { hasFinishedContaminationCheck, recordIncompleteContaminationCheck } from '../integrity/check.js';
 import { JobManager } from '../jobs/job-manager.js';
@@ -719,8 +720,8 @@ export class Engine {
   }
 }
 
-/** The parts of a grader version (`Grader.version`): the task's grader, then each named by its prefix. */
-const graderVersionParts: Record<string, { what: string; fix: string }> = {
+/** What each part of a grader version (src/grading/grader-version.ts) is, and how to serve a run graded with another. */
+const graderVersionPartNotes: Record<GraderVersionPart, { what: string; fix: string }> = {
   grader: { what: "the task's grader", fix: 'the a2rl version it was created with' },
   runner: { what: "the server's program runner", fix: 'the a2rl version it was created with' },
   search: { what: 'the search provider', fix: 'the --search it was created with' },
@@ -730,22 +731,11 @@ const graderVersionParts: Record<string, { what: string; fix: string }> = {
 
 /** What differs between a run's grader version and this server's, each part named with how to serve the run. */
 function graderVersionDifference(run: string, here: string): string {
-  // A part runs up to the next named one: a judge's name may hold a '/' (its annotator).
-  const parts = (version: string) => {
-    const found = new Map<string, string>();
-    let last = 'grader';
-    for (const [index, part] of version.split('/').entries()) {
-      const key = index === 0 ? 'grader' : /^([a-z]+):/.exec(part)?.[1];
-      if (key && key in graderVersionParts) found.set((last = key), part);
-      else found.set(last, `${found.get(last)}/${part}`);
-    }
-    return found;
-  };
-  const [ours, theirs] = [parts(here), parts(run)];
+  const [ours, theirs] = [graderVersionParts(here), graderVersionParts(run)];
   const differing = [...new Set([...theirs.keys(), ...ours.keys()])].filter((key) => theirs.get(key) !== ours.get(key));
   return differing
     .map((key) => {
-      const known = graderVersionParts[key]!;
+      const known = graderVersionPartNotes[key];
       return `${known.what} differs (${theirs.get(key) ?? 'none'} for the run, ${ours.get(key) ?? 'none'} here): serve it with ${known.fix}`;
     })
     .join('; ');

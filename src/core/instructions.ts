@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { type BudgetLimits, formatDuration } from '../tasks/budget.js';
+import type { BudgetLimits } from '../tasks/budget.js';
+import { formatDuration } from '../util/duration.js';
 import type { Task } from '../tasks/task.js';
 
 /**

@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ResourceLimits, SandboxInstance } from '../../sandbox/contract.js';
-import { type BudgetLimits, type BudgetReport, budgetReport, formatDuration } from '../tasks/budget.js';
+import { type BudgetLimits, type BudgetReport, budgetReport } from '../tasks/budget.js';
+import { formatDuration } from '../util/duration.js';
 import { codeSnapshotsOf, recordCodeSnapshot } from '../store/code-snapshots.js';
 import { measureRunFolder } from '../../sandbox/run-storage.js';
 import { A2rlError, isA2rlError } from '../util/errors.js';

@@ -37,6 +37,16 @@ export interface LaunchContext {
    * enough, a CLI starts with no tools at all on a loaded host.
    */
   mcpStartTimeoutMs: number;
+  /** What the agent's `toldModel` resolved for this launch, once, before any run; undefined for an agent without one. */
+  told?: ToldModel;
+}
+
+/** The model a launch tells its agent to drive, resolved once per launch from its executable (`AgentKind.toldModel`). */
+export interface ToldModel {
+  /** Its id: the operator's `--model`, else the default the launcher names for the agent, which the run records. */
+  model: string;
+  /** Its entry for the agent's model catalog, where the launcher gives it one (Codex's: the a2rl tools as tools of their own). */
+  catalogEntry?: Record<string, unknown>;
 }
 
 /**
@@ -61,8 +71,6 @@ export interface AgentInvocation {
   files: AgentFile[];
   /** Host paths the agent reads beside its installation, shown read-only in its jail. */
   readOnly?: string[];
-  /** The model the agent was told to drive it, recorded with the run when the operator named none. */
-  model?: string;
 }
 
 export interface AgentKind {
@@ -89,10 +97,11 @@ export interface AgentKind {
    */
   modelArgument?(args: readonly string[]): string | undefined;
   /**
-   * Checks that read its executable, made before any run exists (beside reading its version): a throw refuses the
-   * launch with nothing made, where the same failure in `invocation` would leave a run open.
+   * The model it is told, read from its executable once per launch before any run exists (beside its version): a
+   * throw refuses the launch with nothing made, where the same failure in `invocation` would leave a run open. Each
+   * of the launch's invocations gets it (`LaunchContext.told`).
    */
-  preflight?(executable: string, model: string | undefined): void;
+  toldModel?(executable: string, model: string | undefined): ToldModel;
   invocation(context: LaunchContext): AgentInvocation;
   /** Whether its model completed a turn, read from its transcript (and stderr); undefined for agents without a model (replays, commands). */
   modelActivity?(transcript: TranscriptText, stderr: string): ModelActivity;
@@ -262,7 +271,7 @@ function bundledCodexModels(executable: string): CodexModel[] {
  * `tools`. With no `--model`, Codex's default (the catalog's first listed model) is named explicitly, so the run
  * records it. A model the catalog does not know gets no entry: its tools are already plain.
  */
-export function codexModelEntry(executable: string, model: string | undefined): { model: string; entry?: CodexModel } {
+export function codexModelEntry(executable: string, model: string | undefined): ToldModel {
   const models = bundledCodexModels(executable);
   const listed = models.filter((m) => m.visibility === 'list').sort((a, b) => (a.priority ?? Infinity) - (b.priority ?? Infinity));
   const known = model === undefined ? listed[0] : models.find((m) => m.slug === model);
@@ -270,7 +279,7 @@ export function codexModelEntry(executable: string, model: string | undefined): 
     if (model === undefined) throw new A2rlError('NOT_FOUND', `${executable} lists no model in its catalog: name one with --model.`);
     return { model };
   }
-  const entry = {
+  const catalogEntry = {
     ...known,
     tool_mode: null,
     use_responses_lite: false,
@@ -279,7 +288,7 @@ export function codexModelEntry(executable: string, model: string | undefined): 
     experimental_supported_tools: [],
     supports_search_tool: false,
   };
-  return { model: known.slug, entry };
+  return { model: known.slug, catalogEntry };
 }
 
 const codex: AgentKind = {
@@ -295,10 +304,10 @@ const codex: AgentKind = {
   modelArgument: (args) =>
     optionIn(args, ['-m', '--model']) ??
     args.find((arg, i) => /^(-c|--config=?)?model\s*=/.test(arg) && (/^-/.test(arg) || ['-c', '--config'].includes(args[i - 1] ?? ''))),
-  // Its catalog, read once here (and kept) so that an unreadable one refuses the launch before any run exists.
-  preflight: (executable, model) => void codexModelEntry(executable, model),
-  invocation: ({ endpoint, prompt, model, homeDir, extraArgs, mcpStartTimeoutMs }): AgentInvocation => {
-    const told = codexModelEntry(findExecutable(codex)!, model);
+  // From its catalog, read once per executable (and kept), so that an unreadable one refuses the launch before any run exists.
+  toldModel: codexModelEntry,
+  invocation: ({ endpoint, prompt, model, homeDir, extraArgs, mcpStartTimeoutMs, told }): AgentInvocation => {
+    if (!told) throw new Error('A Codex invocation takes the model its launch resolved (LaunchContext.told, from codex.toldModel).');
     const catalog = join(homeDir, '.codex', 'a2rl-model-catalog.json');
     const timeouts = { startup_timeout_sec: Math.ceil(mcpStartTimeoutMs / 1000), tool_timeout_sec: 120 };
     // required: Codex waits for the server and fails without it; approve: write tools are not refused under approval "never".
@@ -325,7 +334,7 @@ const codex: AgentKind = {
       'features.remote_plugin': false,
       web_search: 'disabled',
       approval_policy: 'never',
-      ...(told.entry ? { model_catalog_json: catalog } : {}),
+      ...(told.catalogEntry ? { model_catalog_json: catalog } : {}),
       ...(model ? {} : { model: told.model }),
     };
     return {
@@ -345,9 +354,8 @@ const codex: AgentKind = {
       env: { CODEX_HOME: join(homeDir, '.codex'), ...(endpoint.kind === 'http' ? { [runTokenVariable]: endpoint.token } : {}) },
       files: [
         { path: join(homeDir, '.codex', 'config.toml'), content: '# a2rl run: the configuration is on the command line.\n' },
-        ...(told.entry ? [{ path: catalog, content: `${JSON.stringify({ models: [told.entry] })}\n` }] : []),
+        ...(told.catalogEntry ? [{ path: catalog, content: `${JSON.stringify({ models: [told.catalogEntry] })}\n` }] : []),
       ],
-      model: told.model,
     };
   },
 };

@@ -15,7 +15,15 @@ import { serverVersion } from '../mcp/server.js';
 import { issueRunToken } from '../mcp/tokens.js';
 import { ownerAlive } from '../../sandbox/process-tree.js';
 import { ownerOf } from '../core/ownership.js';
-import { agentKind, type AgentKind, findExecutable, type McpEndpoint, mcpStartTimeout, type ModelActivity } from './agents.js';
+import {
+  agentKind,
+  type AgentKind,
+  findExecutable,
+  type McpEndpoint,
+  mcpStartTimeout,
+  type ModelActivity,
+  type ToldModel,
+} from './agents.js';
 import { agentEnvironment, serverEnvironment } from './environment.js';
 import { relayEntry, startStdioBridge, type StdioBridge } from './bridge.js';
 import { agentIdentity, agentInstallRoot, assertJailable, giveJail, type JailSpec, jailCommand, jailSocketPath } from './jail.js';
@@ -112,7 +120,7 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
     );
   }
   const agentVersion = executable ? versionOf(executable, agent) : agent.name === 'replay' ? serverVersion : null;
-  if (executable) agent.preflight?.(executable, options.model);
+  const told = executable ? agent.toldModel?.(executable, options.model) : undefined;
   // How long an a2rl process takes to start on this host (this one's, to loading the launcher; over HTTP, its server's): what the agent waits for its server.
   let serverStartMs = ownStartMs;
   const batch = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
@@ -133,6 +141,7 @@ export async function launchRuns(engine: Engine, options: LaunchOptions): Promis
             mcpStartTimeoutMs: Math.min(mcpStartTimeout(serverStartMs), maxMcpStartTimeoutMs),
             http: http && { url: http.url, owner: http.owner },
             executable,
+            told,
             agentPaths,
             environment,
           }),
@@ -167,6 +176,8 @@ interface OneLaunch extends LaunchOptions {
   http?: { url: string; owner: string };
   /** The agent's executable as found on PATH (or in the setup's agents folder). */
   executable: string | undefined;
+  /** The model the agent is told, resolved once for the launch (`AgentKind.toldModel`). */
+  told: ToldModel | undefined;
   /** Host paths shown read-only in the jail: the agent's installation and the operator's --agent-bind. */
   agentPaths: string[];
   /** What the agent gets of the launcher's environment (an allow-list). */
@@ -221,9 +232,10 @@ async function launchOne(engine: Engine, agent: AgentKind, launch: OneLaunch, re
     homeDir,
     extraArgs: launch.agentArgs ?? [],
     mcpStartTimeoutMs: launch.mcpStartTimeoutMs,
+    told: launch.told,
   });
   // The operator's model, or the one the launcher told the agent when they named none (Codex's default, named explicitly).
-  const driverModel = launch.model ?? invocation.model;
+  const driverModel = launch.model ?? launch.told?.model;
   for (const file of invocation.files) {
     mkdirSync(dirname(file.path), { recursive: true });
     writeFileSync(file.path, file.content, { mode: 0o600 });

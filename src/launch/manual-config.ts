@@ -117,6 +117,7 @@ export function manualConfig(options: ManualConfigOptions): string {
     extraArgs: [operatorArgs],
     // The script's server starts later, on a host not measured here: the least wait a2rl run gives.
     mcpStartTimeoutMs: mcpStartTimeout(0),
+    told: agent.toldModel?.(executable, options.model),
   });
   const folders = [...new Set([`${configDir}/home`, `${configDir}/work`, ...invocation.files.map((file) => dirname(file.path))])].filter(
     (folder) => folder !== configDir,

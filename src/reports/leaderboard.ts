@@ -1,9 +1,12 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../util/paths.js';
 import { startProgress } from '../util/progress.js';
 import type { Store } from '../store/store.js';
 import { getTaskFile } from '../tasks/task.js';
 import { formatUsd, type PriceTable, roundUsd } from '../transcripts/prices.js';
 import { runUsage } from '../transcripts/run-usage.js';
-import { keptResults, type RunResult } from './run-summaries.js';
+import { type EnvironmentResult, keptResults, type RunResult } from './run-summaries.js';
 
 export { isBenchmarkRun, type RunResult } from './run-summaries.js';
 
@@ -35,7 +38,7 @@ export interface LeaderboardRow {
   agent: string;
   driver_model: string;
   task: string;
-  /** The environment its runs were graded in (`environmentOf`); rows of one task never mix two. */
+  /** The environment its runs were graded in (src/grading/grader-version.ts); rows of one task never mix two. */
   environment?: string;
   /** Runs scored; 0 when every run of the group was left out (`--flagged drop`, infrastructure failures): the figures below are then null. */
   runs: number;
@@ -70,10 +73,7 @@ export interface LeaderboardRow {
  * priced again from its transcript (a read per run; the kept figure is the agent's own or the built-in table's).
  */
 export function runResults(store: Store, task?: string, prices?: PriceTable): EnvironmentResult[] {
-  const results = keptResults(store, task).map((result) => ({
-    ...result,
-    environment: environmentOf(store.getRun(result.run_id)?.grader_version ?? ''),
-  }));
+  const results = keptResults(store, task);
   if (prices === undefined) return results;
   const progress = startProgress('pricing runs', results.length);
   try {
@@ -85,17 +85,6 @@ export function runResults(store: Store, task?: string, prices?: PriceTable): En
   } finally {
     progress.stop();
   }
-}
-
-/** A run's result and the environment it was graded in. */
-export type EnvironmentResult = RunResult & { environment?: string };
-
-/**
- * The environment part of a grader version (`/env:…`, src/grading/environment.ts: the environment packages, stand-in
- * or upstream, and the data's hash); '' for a task without stand-ins.
- */
-export function environmentOf(graderVersion: string): string {
-  return /\/env:([^/]*)/.exec(graderVersion)?.[1] ?? '';
 }
 
 /** A small seeded generator (mulberry32): the same runs always give the same interval. */
@@ -227,6 +216,81 @@ export function buildLeaderboard(results: readonly EnvironmentResult[], flagged:
   return rows.sort(
     (a, b) => a.task.localeCompare(b.task) || (b.mean ?? -Infinity) - (a.mean ?? -Infinity) || a.agent.localeCompare(b.agent),
   );
+}
+
+/** A leaderboard row with the runs behind it (the view links them; `leaderboard.json` lists them). */
+export type LeaderboardEntry = LeaderboardRow & { run_ids: string[] };
+
+/**
+ * A kept leaderboard's request: what it was asked, and the code that ranked it (a kept board from another a2rl
+ * version, which may score differently, is never read). Bump `rankingFormat` when a figure is computed differently.
+ */
+const rankingFormat = 2;
+const packageVersion = (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
+
+type RankOptions = { task?: string; prices?: PriceTable; flagged?: FlaggedPolicy };
+
+/** A ranked leaderboard: its rows, when it was ranked (ms), and the summaries_generation it ranked. */
+export interface RankedBoard {
+  rows: LeaderboardEntry[];
+  ranked_at: number;
+  generation: number;
+}
+
+const requestOf = (options: RankOptions) =>
+  JSON.stringify([rankingFormat, packageVersion, options.task ?? null, options.flagged ?? 'baseline']);
+
+/**
+ * The newest leaderboard kept for this request, whatever has changed since (`generation` says when it was ranked):
+ * what the view's page shows at once while it ranks again (stale-while-revalidate). Undefined before any was kept.
+ */
+export function keptBoard(store: Store, options: Omit<RankOptions, 'prices'> = {}): RankedBoard | undefined {
+  const kept = store.db.prepare('SELECT generation, rows FROM leaderboards WHERE request = ?').get(requestOf(options)) as
+    { generation: number; rows: string } | undefined;
+  return kept && { ...(JSON.parse(kept.rows) as Omit<RankedBoard, 'generation'>), generation: kept.generation };
+}
+
+/**
+ * The leaderboard of ended runs (of one task, or all), each row with its runs: read from the store when one was kept
+ * since what it ranks last changed (summaries_generation: a run ended, was graded, checked or marked, a job of an
+ * ended run ended, a grade came in), else ranked from the kept summaries and kept for the next reader, the view's page
+ * or `a2rl leaderboard` alike: at 10⁵ runs a reader pays a ranking only after a change. A price table prices every run
+ * again from its transcript: never kept.
+ */
+export function rankBoard(store: Store, options: RankOptions = {}): RankedBoard {
+  const request = requestOf(options);
+  const generation = store.summariesGeneration();
+  if (options.prices === undefined) {
+    const kept = store.keptLeaderboard(request, generation);
+    if (kept !== undefined) return { ...(JSON.parse(kept) as Omit<RankedBoard, 'generation'>), generation };
+  }
+  const results = runResults(store, options.task, options.prices);
+  const runIds = new Map<string, string[]>();
+  for (const r of results) {
+    if (r.infrastructure_failure !== null) continue;
+    const key = JSON.stringify([r.task, r.agent, r.driver_model]);
+    const ids = runIds.get(key);
+    if (ids) ids.push(r.run_id);
+    else runIds.set(key, [r.run_id]);
+  }
+  const rows = buildLeaderboard(results, options.flagged ?? 'baseline').map((row) => ({
+    ...row,
+    run_ids: runIds.get(JSON.stringify([row.task, row.agent, row.driver_model])) ?? [],
+  }));
+  const board = { rows, ranked_at: Date.now() };
+  // Kept only if nothing it ranks changed while it was ranked (the store checks the generation as it writes).
+  if (options.prices === undefined) store.keepLeaderboard(request, generation, JSON.stringify(board));
+  return { ...board, generation };
+}
+
+/** {@link rankBoard}'s rows. */
+export function rankRuns(store: Store, options: RankOptions = {}): LeaderboardEntry[] {
+  return rankBoard(store, options).rows;
+}
+
+/** `a2rl leaderboard`'s rows: {@link rankRuns} without the runs behind each. */
+export function leaderboardRows(store: Store, options: RankOptions = {}): LeaderboardRow[] {
+  return rankRuns(store, options).map(({ run_ids: _runIds, ...row }) => row);
 }
 
 /** The leaderboard's columns, in order: a name and a row's cell as text ('' for none); the CSV, Markdown and the view's page show these. */

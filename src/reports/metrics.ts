@@ -114,6 +114,15 @@ export function lossCurve(text: string): LossSeries {
   return { points, restarts: curve.restarts, dropped: curve.dropped };
 }
 
+/** What a chart of the series does not show by itself, a phrase each: its restarts and the values left out (the report's and the view's). */
+export function curveNotes(series: LossSeries): string[] {
+  const count = (n: number, what: string) => `${n} ${what}${n > 1 ? 's' : ''}`;
+  return [
+    ...(series.restarts > 0 ? [`${count(series.restarts, 'restart')}: each new segment placed after the last, with a gap`] : []),
+    ...(series.dropped > 0 ? [`${count(series.dropped, 'nan, inf or huge loss value')} left out`] : []),
+  ];
+}
+
 /** At most about `max` points of a curve, for a static chart or a summary file: every k-th, its gaps and last point kept. */
 export function thinned(series: LossSeries, max: number): LossSeries {
   const every = Math.ceil(series.points.length / max);

@@ -1,8 +1,9 @@
-import { formatDuration } from '../tasks/budget.js';
+import { formatDuration } from '../util/duration.js';
 import type { RunIntegrity } from '../integrity/verdict.js';
 import type { Iteration, RunAnalysis } from './analysis.js';
 import { escapeHtml } from './html.js';
 import { type Timeline, timelineHtml, timelineStyle } from './timeline.js';
+import { curveNotes } from './metrics.js';
 import { type RunUsage, totalTokens } from '../transcripts/run-usage.js';
 import { formatUsd } from '../transcripts/prices.js';
 
@@ -273,13 +274,10 @@ function lossCharts(a: RunAnalysis): string {
   return a.jobs
     .filter((j) => j.loss && j.loss.points.some(([, loss]) => loss !== null))
     .map((j) => {
-      const { points, restarts, dropped } = j.loss!;
+      const { points } = j.loss!;
       const finite = points.flatMap(([x, loss]) => (loss === null ? [] : [[x, loss] as const]));
       const ys = finite.map(([, loss]) => loss);
-      const notes = [
-        ...(restarts > 0 ? [`${restarts} restart${restarts > 1 ? 's' : ''}: each new segment placed after the last, with a gap`] : []),
-        ...(dropped > 0 ? [`${dropped} nan, inf or huge value${dropped > 1 ? 's' : ''} left out`] : []),
-      ];
+      const notes = curveNotes(j.loss!);
       const title = `Training loss of ${j.name} by step (its log's end)${notes.length > 0 ? `; ${notes.join('; ')}` : ''}`;
       const x = { min: finite[0]![0], max: Math.max(finite.at(-1)![0], finite[0]![0] + 1) };
       const y = { min: Math.min(...ys), max: Math.max(...ys) };

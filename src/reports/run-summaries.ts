@@ -1,4 +1,5 @@
 import { baselineGradeOf, bestSubmission, gradedSubmissions } from '../core/submissions.js';
+import { environmentOf } from '../grading/grader-version.js';
 import { runIntegrity, type RunVerdict } from '../integrity/verdict.js';
 import type { RunRow, RunSummaryRow, Store, SummaryInputs } from '../store/store.js';
 import { getTaskFile } from '../tasks/task.js';
@@ -160,16 +161,36 @@ export function summariseEndedRuns(store: Store, task?: string): RunFigures[] {
   return unsettled;
 }
 
-/** Ended benchmark runs' results (of one task, or all), from their kept summaries; runs without a baseline grade yet are left out. */
-export function keptResults(store: Store, task?: string): RunResult[] {
+/**
+ * {@link summariseEndedRuns} for a process that answers others meanwhile (the view's): one transaction of
+ * {@link keptPerCommit} at a time, the event loop free between them (an upgraded store of 10⁵ runs takes a minute).
+ */
+export async function summariseEndedRunsYielding(store: Store, task?: string): Promise<void> {
+  const missing = store.endedRunsWithoutSummary(task);
+  for (let start = 0; start < missing.length; start += keptPerCommit) {
+    store.putRunSummaries(missing.slice(start, start + keptPerCommit).map((run) => summarise(store, run)));
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** A run's leaderboard result and the environment it was graded in (src/grading/grader-version.ts). */
+export type EnvironmentResult = RunResult & { environment?: string };
+
+/**
+ * Ended benchmark runs' results (of one task, or all), from their kept summaries, each with the environment it was
+ * graded in (its run's grader version, read with the summary); runs without a baseline grade yet are left out.
+ */
+export function keptResults(store: Store, task?: string): EnvironmentResult[] {
   // Ended runs not settled yet (a job stopping, a submission grading) count with their figures as of now, after the rest.
-  const unsettled = summariseEndedRuns(store, task).flatMap(({ result }) => (result ? [result] : []));
+  const unsettled = summariseEndedRuns(store, task).flatMap(({ result }) =>
+    result ? [{ ...result, environment: environmentOf(store.getRun(result.run_id)?.grader_version ?? '') }] : [],
+  );
   // One another connection kept meanwhile is counted once.
   const counted = new Set(unsettled.map((result) => result.run_id));
-  const results: RunResult[] = [];
+  const results: EnvironmentResult[] = [];
   for (const row of store.iterateRankedSummaries(task)) {
     const { result } = JSON.parse(row.summary) as RunFigures;
-    if (result && !counted.has(result.run_id)) results.push(result);
+    if (result && !counted.has(result.run_id)) results.push({ ...result, environment: environmentOf(row.grader_version) });
   }
   return [...results, ...unsettled];
 }

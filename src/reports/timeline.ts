@@ -1,4 +1,4 @@
-import { formatDuration } from '../tasks/budget.js';
+import { formatDuration } from '../util/duration.js';
 import { runTranscript } from '../transcripts/run-usage.js';
 import { bareToolName, type TranscriptStep } from '../transcripts/transcript.js';
 import type { Store } from '../store/store.js';

@@ -271,6 +271,9 @@ const migrations: string[] = [
      SELECT runs.id, json_extract(events.data, '$.batch') FROM runs
        CROSS JOIN events ON events.run_id = runs.id AND events.kind = 'agent' AND events.name = 'launched'
        WHERE json_extract(events.data, '$.batch') IS NOT NULL;`,
+  // Leaderboards kept (issue 49): each as computed at a summaries_generation, by what it was asked (task, policy):
+  // the view's page and `a2rl leaderboard` read one instead of ranking 10⁵ runs again until what it ranks changes.
+  `CREATE TABLE IF NOT EXISTS leaderboards (request TEXT PRIMARY KEY, generation INTEGER NOT NULL, rows TEXT NOT NULL) WITHOUT ROWID;`,
 ];
 
 export type RunState = 'active' | 'ended';
@@ -583,13 +586,21 @@ export class Store {
     return this.statement('SELECT * FROM runs WHERE task_id = ? AND label = ? ORDER BY created_at, id').all(taskId, label) as RunRow[];
   }
 
-  /** Every run, oldest first, one row at a time: `a2rl runs list` at 10⁵ runs holds no array of them. */
-  iterateRuns(): IterableIterator<RunRow & { token: 'stdio' | 'http' | 'http, revoked' }> {
+  /**
+   * The newest `limit` runs (every run without one), newest first, one row at a time, read down the creation index:
+   * `a2rl runs list` at 10⁵ runs holds no array of them.
+   */
+  iterateRuns(limit?: number): IterableIterator<RunRow & { token: 'stdio' | 'http' | 'http, revoked' }> {
     return this.statement(
       `SELECT runs.*, CASE WHEN run_tokens.run_id IS NULL THEN 'stdio' WHEN run_tokens.revoked_at IS NULL THEN 'http'
          ELSE 'http, revoked' END AS token
-       FROM runs LEFT JOIN run_tokens ON run_tokens.run_id = runs.id ORDER BY runs.created_at, runs.id`,
-    ).iterate() as IterableIterator<RunRow & { token: 'stdio' | 'http' | 'http, revoked' }>;
+       FROM runs LEFT JOIN run_tokens ON run_tokens.run_id = runs.id ORDER BY runs.created_at DESC, runs.id DESC LIMIT ?`,
+    ).iterate(limit ?? -1) as IterableIterator<RunRow & { token: 'stdio' | 'http' | 'http, revoked' }>;
+  }
+
+  /** How many runs the store holds. */
+  countRuns(): number {
+    return this.statement('SELECT COUNT(*) FROM runs').pluck().get() as number;
   }
 
   /**
@@ -669,19 +680,41 @@ export class Store {
     ).all({ task: task ?? null }) as RunRow[];
   }
 
-  /** The kept summaries of ended benchmark runs with a baseline (of one task, or all), one at a time: the leaderboard's input. */
-  iterateRankedSummaries(task?: string): IterableIterator<RunSummaryRow> {
+  /**
+   * The kept summaries of ended benchmark runs with a baseline (of one task, or all), one at a time, each with its run's
+   * grader version (the environment it was graded in): the leaderboard's input, read in one query.
+   */
+  iterateRankedSummaries(task?: string): IterableIterator<RunSummaryRow & Pick<RunRow, 'grader_version'>> {
     return (
       task === undefined
         ? this.statement(
-            `SELECT run_summaries.* FROM run_summaries JOIN runs ON runs.id = run_summaries.run_id
+            `SELECT run_summaries.*, runs.grader_version FROM run_summaries JOIN runs ON runs.id = run_summaries.run_id
                WHERE benchmark = 1 AND has_baseline = 1 ORDER BY runs.created_at, runs.id`,
           ).iterate()
         : this.statement(
-            `SELECT run_summaries.* FROM run_summaries JOIN runs ON runs.id = run_summaries.run_id
+            `SELECT run_summaries.*, runs.grader_version FROM run_summaries JOIN runs ON runs.id = run_summaries.run_id
                WHERE run_summaries.task_id = ? AND has_baseline = 1 AND benchmark = 1 ORDER BY runs.created_at, runs.id`,
           ).iterate(task)
-    ) as IterableIterator<RunSummaryRow>;
+    ) as IterableIterator<RunSummaryRow & Pick<RunRow, 'grader_version'>>;
+  }
+
+  /** The count of changes to what leaderboards rank (summaries_generation): a leaderboard computed at another is stale. */
+  summariesGeneration(): number {
+    return this.statement('SELECT n FROM summaries_generation').pluck().get() as number;
+  }
+
+  /** A leaderboard kept for this request, as JSON, if it was computed at `generation`. */
+  keptLeaderboard(request: string, generation: number): string | undefined {
+    return this.statement('SELECT rows FROM leaderboards WHERE request = ? AND generation = ?').pluck().get(request, generation) as
+      string | undefined;
+  }
+
+  /** Keeps a leaderboard computed at `generation`, unless what it ranks changed meanwhile (a write on another connection). */
+  keepLeaderboard(request: string, generation: number, rows: string): void {
+    this.statement(
+      `INSERT OR REPLACE INTO leaderboards (request, generation, rows) SELECT @request, @generation, @rows
+         WHERE (SELECT n FROM summaries_generation) = @generation`,
+    ).run({ request, generation, rows });
   }
 
   /**
@@ -722,19 +755,20 @@ export class Store {
    * first: a summary computed before it, on another connection, is then refused by {@link putRunSummaries}.
    */
   private forgetSummary(runId: string): void {
-    this.countSummaryChange(`run:${runId}`);
+    this.countSummaryChange('run', runId);
     this.statement('DELETE FROM run_summaries WHERE run_id = ?').run(runId);
   }
 
-  private countSummaryChange(subject: string): void {
-    this.statement('INSERT INTO summary_changes (subject, changes) VALUES (?, 1) ON CONFLICT DO UPDATE SET changes = changes + 1').run(
-      subject,
-    );
+  /** Counts a change of what a run's summary says, or of a task's grades (`summary_changes`' subject `run:<id>`, `task:<id>`). */
+  private countSummaryChange(kind: 'run' | 'task', id: string): void {
+    this.statement(
+      `INSERT INTO summary_changes (subject, changes) VALUES (@kind || ':' || @id, 1) ON CONFLICT DO UPDATE SET changes = changes + 1`,
+    ).run({ kind, id });
     // What the leaderboard ranks (ended runs, with their task's baselines) changed: its cache key moves.
     this.statement(
       `UPDATE summaries_generation SET n = n + 1
-         WHERE @subject LIKE 'task:%' OR EXISTS (SELECT 1 FROM runs WHERE id = substr(@subject, 5) AND state = 'ended')`,
-    ).run({ subject });
+         WHERE @kind = 'task' OR EXISTS (SELECT 1 FROM runs WHERE id = @id AND state = 'ended')`,
+    ).run({ kind, id });
   }
 
   listActiveRuns(): RunRow[] {
@@ -908,6 +942,9 @@ export class Store {
         );
         const logPath = join(logDir, `job-${id}.log`);
         this.statement('UPDATE jobs SET log_path = ? WHERE id = ?').run(logPath, id);
+        // A running job changes its run's compute, episodes and stored bytes by the second: its summary is dropped
+        // here, once, not at each usage sample (updateJobUsage); none is kept until the job ends (putRunSummaries).
+        this.forgetSummary(job.run_id);
         openLog?.(logPath);
         return this.getJob(id)!;
       })
@@ -934,9 +971,9 @@ export class Store {
 
   updateJobUsage(id: number, cpuSeconds: number, gpuSeconds: number): void {
     this.localChanges++;
+    // Nothing kept changes: the run's summary was dropped when the job started (insertJob) and none is kept while a
+    // job runs (putRunSummaries); the job's end drops it again (finishJob).
     this.statement('UPDATE jobs SET cpu_s = ?, gpu_s = ? WHERE id = ?').run(cpuSeconds, gpuSeconds, id);
-    // No change to count: no summary is kept while a job runs (putRunSummaries), only one kept before it started is stale.
-    this.statement('DELETE FROM run_summaries WHERE run_id = (SELECT run_id FROM jobs WHERE id = ?)').run(id);
   }
 
   /** A job's end changes its run's compute, episodes and stored bytes. */
@@ -1030,7 +1067,7 @@ export class Store {
          VALUES (@task_id, @grader_version, @content_hash, @public_score, @private_score, @details, @duration_ms, @created_at)`,
     ).run(grade);
     // It may be a baseline: the task's runs summarised without one are summarised again.
-    this.countSummaryChange(`task:${grade.task_id}`);
+    this.countSummaryChange('task', grade.task_id);
     this.statement('DELETE FROM run_summaries WHERE task_id = ? AND has_baseline = 0').run(grade.task_id);
   }
 

@@ -1,4 +1,5 @@
-import { type BudgetLimits, formatBudget, formatDuration, parseBudget } from '../tasks/budget.js';
+import { type BudgetLimits, formatBudget, parseBudget } from '../tasks/budget.js';
+import { formatDuration } from '../util/duration.js';
 import { emptyLimits, getTaskFile } from '../tasks/task.js';
 import type { RunRow, Store } from '../store/store.js';
 import type { Suite, SuiteAgent, SuiteTask } from './schema.js';

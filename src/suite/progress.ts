@@ -1,4 +1,4 @@
-import { formatDuration } from '../tasks/budget.js';
+import { formatDuration } from '../util/duration.js';
 
 /**
  * A suite's progress as plain lines (runs done, running, failed, queued, and an ETA from the runs this invocation

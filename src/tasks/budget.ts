@@ -1,4 +1,5 @@
 import { A2rlError } from '../util/errors.js';
+import { formatDuration } from '../util/duration.js';
 import type { Usage } from '../store/store.js';
 
 /** A run's limits. Compute is CPU-seconds of the agent's jobs (GPU-seconds for GPU jobs). */
@@ -54,13 +55,6 @@ export function parseBudget(spec: string | undefined, defaults: BudgetLimits): B
     limits[key] = value;
   }
   return limits;
-}
-
-export function formatDuration(seconds: number): string {
-  const s = Math.max(0, Math.round(seconds));
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${s % 60 ? `${String(s % 60).padStart(2, '0')}s` : ''}`;
-  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
 }
 
 export function formatBudget(limits: BudgetLimits): string {

@@ -60,7 +60,10 @@ export async function resolveFullTask(taskId: string, home: string, modelId?: st
   // Verified against their manifests just now, so the manifests stand for the files' content: no second read of the weights.
   const modelFiles = readManifestFiles(assets.model);
   const baseModelHash = manifestTreeHash(assets.model, modelFiles);
-  const evalHash = manifestTreeHash(join(assets.data, '..'), readManifestFiles(join(assets.data, '..')));
+  const assetsFolder = join(assets.data, '..');
+  const assetsManifest = manifestSha256(assetsFolder);
+  const evalHash = manifestTreeHash(assetsFolder, readManifestFiles(assetsFolder), assetsManifest);
+  const standins = standinLibraries(file.standins ?? [], runtime, library);
   const baseBytes = modelFiles.reduce((sum, f) => sum + f.bytes, 0);
   return {
     ...file,
@@ -73,7 +76,7 @@ export async function resolveFullTask(taskId: string, home: string, modelId?: st
       grader,
       instructions: join(dir, file.instructions),
     },
-    libraries: [{ name: file.library, source: library }, ...standinLibraries(file.standins ?? [], runtime, library)],
+    libraries: [{ name: file.library, source: library }, ...standins.libraries],
     pythonRuntime: {
       python: `${fullTierRuntimeTarget}/bin/python`,
       mounts: [{ source: runtime, target: fullTierRuntimeTarget, readOnly: true }],
@@ -102,6 +105,7 @@ export async function resolveFullTask(taskId: string, home: string, modelId?: st
     // The base model is part of what decides a score: a LoRA adapter graded on one base says nothing about another.
     graderVersion: `${file.grader.version}+${sha256([hashDirectory(grader), hashDirectory(library), evalHash, baseModelHash].join('\n')).slice(0, 12)}`,
     baseModelHash,
+    environment: { packages: standins.packages, assetsManifest },
   };
 }
 
@@ -128,23 +132,30 @@ export function environmentSelection(value = process.env.A2RL_ENV_PACKAGES): Env
 /**
  * The task's stand-ins as libraries shown at lib/<name> (tasks/<library>/standins/<name>), ahead of the runtime's
  * site-packages on PYTHONPATH, so a stand-in is never shadowed by, nor shadows unasked, an installed upstream package.
- * With `upstream` none is shown and each must be in the runtime (`upstreamPackage`), else the run is refused.
+ * With `upstream` none is shown and each must be in the runtime (`upstreamPackage`), else the run is refused. With
+ * them, the package each one plays as (FullTask `environment`): found here once, as the libraries are chosen.
  */
 export function standinLibraries(
   names: string[],
   runtime: string,
   library: string,
   selection: EnvironmentSelection = environmentSelection(),
-): TaskLibrary[] {
-  if (selection === 'standin') return names.map((name) => ({ name, source: join(library, 'standins', name) }));
-  const missing = names.filter((name) => upstreamPackage(runtime, name) === undefined);
+): { libraries: TaskLibrary[]; packages: FullTask['environment']['packages'] } {
+  if (selection === 'standin') {
+    return {
+      libraries: names.map((name) => ({ name, source: join(library, 'standins', name) })),
+      packages: names.map((name) => ({ name, playedAs: 'stand-in' })),
+    };
+  }
+  const found = names.map((name) => ({ name, upstream: upstreamPackage(runtime, name) }));
+  const missing = found.filter((f) => f.upstream === undefined).map((f) => f.name);
   if (missing.length > 0) {
     throw new A2rlError(
       'UNAVAILABLE',
       `A2RL_ENV_PACKAGES=upstream, but ${runtime} has no ${missing.join(', ')} package: install upstream's into its site-packages, or unset A2RL_ENV_PACKAGES to play on the stand-in.`,
     );
   }
-  return [];
+  return { libraries: [], packages: found.map((f) => ({ name: f.name, playedAs: `upstream:${f.upstream}` })) };
 }
 
 /**
@@ -175,6 +186,10 @@ export function upstreamPackage(runtime: string, name: string): string | undefin
 }
 
 /** The folder's tree hash (as hashDirectory and a submission's snapshot compute it) from its verified manifest, manifest.json included. */
-function manifestTreeHash(folder: string, files: Array<{ path: string; sha256: string }>): string {
-  return treeHash([...files, { path: 'manifest.json', sha256: sha256(readFileSync(join(folder, 'manifest.json'))) }]);
+function manifestTreeHash(folder: string, files: Array<{ path: string; sha256: string }>, manifest = manifestSha256(folder)): string {
+  return treeHash([...files, { path: 'manifest.json', sha256: manifest }]);
+}
+
+function manifestSha256(folder: string): string {
+  return sha256(readFileSync(join(folder, 'manifest.json')));
 }

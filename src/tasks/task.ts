@@ -279,6 +279,12 @@ export interface MicroTask extends MicroTaskFile, ServedTask {
 export interface FullTask extends FullTaskFile, ServedTask {
   /** The run's base model, a Hugging Face id: the one given, else the task's defaultModel. */
   modelId: string;
+  /**
+   * What the task plays on, found once when it is resolved (src/grading/environment.ts records it in the grader
+   * version): the package each stand-in (task.json `standins`) stood for, `stand-in` or `upstream:dist@version`, and
+   * the sha256 of the assets manifest (every data file's sha256).
+   */
+  environment: { packages: Array<{ name: string; playedAs: string }>; assetsManifest: string };
 }
 
 export type Task = MicroTask | FullTask;

@@ -1,5 +1,6 @@
 import cliProgress from 'cli-progress';
 import { isMainThread } from 'node:worker_threads';
+import { formatDuration } from './duration.js';
 
 /**
  * Long work's progress on stderr (never stdout: in `serve`'s stdio mode stdout is the protocol): on a terminal a bar
@@ -31,19 +32,12 @@ function progressLineSeconds(): number {
   return process.env.A2RL_PROGRESS_SECONDS && Number.isFinite(seconds) && seconds >= 0 ? seconds : 10;
 }
 
-/** A duration as budgets write it: 42s, 3m05s, 1h02m. */
-export function shortDuration(seconds: number): string {
-  const s = Math.max(0, Math.round(seconds));
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
-  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
-}
-
 /** How far the work is: items done (of the total, where known), the time so far and, once an item is done, an ETA. */
 export function progressLine(label: string, done: number, total: number | undefined, elapsedMs: number, detail = ''): string {
   const count = total === undefined ? (done > 0 ? `${done} done, ` : '') : `${done}/${total} done, `;
-  const eta = total !== undefined && done > 0 && done < total ? `, ETA ${shortDuration(((elapsedMs / done) * (total - done)) / 1000)}` : '';
-  return `  ${label}: ${count}${shortDuration(elapsedMs / 1000)} so far${eta}${detail ? `; ${detail}` : ''}`;
+  const eta =
+    total !== undefined && done > 0 && done < total ? `, ETA ${formatDuration(((elapsedMs / done) * (total - done)) / 1000)}` : '';
+  return `  ${label}: ${count}${formatDuration(elapsedMs / 1000)} so far${eta}${detail ? `; ${detail}` : ''}`;
 }
 
 /** Progress through `total` items (steps of a replay, tasks of a demo), or through work of unknown length (`undefined`). */

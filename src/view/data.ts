@@ -1,9 +1,19 @@
 import type Database from 'better-sqlite3';
-import { buildLeaderboard, type LeaderboardRow, runResults } from '../reports/leaderboard.js';
-import { type RunFigures, runFigures } from '../reports/run-summaries.js';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { keptBoard, type LeaderboardEntry, rankBoard, type RankedBoard } from '../reports/leaderboard.js';
+import { LossCurve } from '../reports/metrics.js';
+import { type RunFigures, runFigures, summariseEndedRunsYielding } from '../reports/run-summaries.js';
 import type { RunCursor, RunFilter, RunRow, Store } from '../store/store.js';
 import type { BudgetLimits } from '../tasks/budget.js';
+import { packageRoot } from '../util/paths.js';
 import type { DiskAccounts } from './disk.js';
+
+/** The ranking thread's compiled entry: this file's sibling when compiled; from its sources (tests), dist's. */
+const compiledSibling = fileURLToPath(new URL('./rank-worker.js', import.meta.url));
+const rankWorkerEntry = existsSync(compiledSibling) ? compiledSibling : join(packageRoot, 'dist', 'src', 'view', 'rank-worker.js');
 
 /**
  * What the view's pages show, read from the store with the reports' own functions (baseline, best submission,
@@ -35,22 +45,37 @@ export interface RunSummary {
   flags: string[];
 }
 
+/**
+ * What the leaderboard page shows now, never ranked for it: the newest board ranked (none before the first), whether a
+ * re-rank is under way because what it ranks changed since, and, with no board yet, how many ended runs it will rank.
+ */
+export interface BoardState {
+  board?: RankedBoard;
+  updating: boolean;
+  endedRuns?: number;
+}
+
 /** What the launcher recorded of a run's agent: its batch and transcript. Written once, so kept once found. */
 interface Launch {
   batch: string | null;
   transcript: string | null;
 }
 
-export type LeaderboardEntry = LeaderboardRow & { run_ids: string[] };
-
 /** Runs a page of the runs page shows at most; older ones are on the next page (keyset: `before=<created_at>:<id>`). */
 export const runsPerPage = 100;
 
+/** Training curves' seeds kept at most (the newest): a curve's state is a few numbers. */
+const maxCurveSeeds = 256;
+
 export class ViewData {
   private readonly launches = new Map<string, Launch>();
-  private board?: { key: string; rows: LeaderboardEntry[] };
+  /** Training curves as live streams left them, by `<job id>:<log offset>` (see {@link curveSeed}). */
+  private readonly curveSeeds = new Map<string, LossCurve>();
+  /** The newest leaderboard ranked, and the ranking under way (at most one). */
+  private board?: RankedBoard;
+  private ranking?: Promise<void>;
+  private ranker?: Worker;
   private launchQuery?: Database.Statement;
-  private boardKeyQuery?: Database.Statement;
 
   constructor(
     readonly store: Store,
@@ -80,6 +105,24 @@ export class ViewData {
   summaryOf(runId: string): RunSummary | undefined {
     const row = this.store.getRun(runId);
     return row && this.summary(row, runFigures(this.store, [row]).get(row.id)!);
+  }
+
+  /**
+   * A training job's loss curve as a live stream left it at this offset of its log, a copy to go on with: a new live
+   * connection (a tab joining its browser's shared one, a reconnect) continues it instead of reading the log again.
+   */
+  curveSeed(jobId: number, offset: number): LossCurve | undefined {
+    const seed = this.curveSeeds.get(`${jobId}:${offset}`);
+    return seed && Object.assign(new LossCurve(), seed);
+  }
+
+  /** Keeps a copy of a curve's state at this offset of its job's log; the oldest go past {@link maxCurveSeeds}. */
+  keepCurveSeed(jobId: number, offset: number, curve: LossCurve): void {
+    this.curveSeeds.set(`${jobId}:${offset}`, Object.assign(new LossCurve(), curve));
+    for (const oldest of this.curveSeeds.keys()) {
+      if (this.curveSeeds.size <= maxCurveSeeds) break;
+      this.curveSeeds.delete(oldest);
+    }
   }
 
   launchOf(runId: string): Launch {
@@ -138,30 +181,69 @@ export class ViewData {
   }
 
   /**
-   * `a2rl leaderboard`'s rows, each with the runs behind it. Computed again only when something it ranks changed: a
-   * run ended, was marked, graded or checked, a job of an ended run ended, or a grade came in (a baseline, maybe); the
-   * store counts each such change in summaries_generation, which never goes back: every open page asks.
+   * The leaderboard as it is now (stale-while-revalidate; at 10⁵ runs a ranking takes seconds, and an upgraded store's
+   * summaries a minute): the newest board ranked, here or kept in the store by any reader, whatever changed since;
+   * when what it ranks changed (summaries_generation: a run ended, was marked, graded or checked, a job of an ended
+   * run ended, a grade came in), a re-rank is started in the background and the live page pushes its board.
    */
-  leaderboard(): LeaderboardEntry[] {
-    this.boardKeyQuery ??= this.store.db.prepare('SELECT n FROM summaries_generation').pluck();
-    const key = String(this.boardKeyQuery.get());
-    if (this.board?.key !== key) this.board = { key, rows: this.rankRuns() };
-    return this.board.rows;
+  boardState(): BoardState {
+    const generation = this.store.summariesGeneration();
+    this.board ??= keptBoard(this.store);
+    if (this.board?.generation === generation) return { board: this.board, updating: false };
+    // A ranking that failed is tried again at the next page or push; the view's process goes on.
+    this.rerank().catch((error: Error) => process.stderr.write(`a2rl: view: the leaderboard could not be ranked: ${error.message}\n`));
+    if (this.board) return { board: this.board, updating: true };
+    const endedRuns = this.store.db.prepare(`SELECT COUNT(*) FROM runs WHERE state = 'ended'`).pluck().get() as number;
+    return { updating: true, endedRuns };
   }
 
-  private rankRuns(): LeaderboardEntry[] {
-    const results = runResults(this.store);
-    const runIds = new Map<string, string[]>();
-    for (const r of results) {
-      if (r.infrastructure_failure !== null) continue;
-      const key = JSON.stringify([r.task, r.agent, r.driver_model]);
-      const ids = runIds.get(key);
-      if (ids) ids.push(r.run_id);
-      else runIds.set(key, [r.run_id]);
+  /** `a2rl leaderboard`'s rows, each with the runs behind it, as they are now: ranked again first if anything changed. */
+  async leaderboard(): Promise<LeaderboardEntry[]> {
+    while (this.boardState().updating) await this.rerank();
+    return this.board!.rows;
+  }
+
+  /**
+   * Ranks again, one ranking at a time, on the view's ranking thread (src/view/rank-worker.ts): the missing summaries
+   * first, then the ranking, kept in the store for every reader. An in-memory store, which no other connection can
+   * open, is ranked here, its summaries a transaction at a time with the event loop free between them.
+   */
+  private rerank(): Promise<void> {
+    this.ranking ??= (async () => {
+      try {
+        // The page that asked is answered first.
+        await new Promise((resolve) => setImmediate(resolve));
+        if (this.store.path === ':memory:') {
+          await summariseEndedRunsYielding(this.store);
+          this.board = rankBoard(this.store);
+        } else {
+          this.board = await this.rankOnThread();
+        }
+      } finally {
+        this.ranking = undefined;
+      }
+    })();
+    return this.ranking;
+  }
+
+  private rankOnThread(): Promise<RankedBoard> {
+    if (!this.ranker) {
+      this.ranker = new Worker(rankWorkerEntry, { workerData: { storePath: this.store.path } });
+      // It never keeps the view's process alive; one that failed is started again by the next ranking.
+      this.ranker.unref();
+      this.ranker.once('error', () => (this.ranker = undefined)).once('exit', () => (this.ranker = undefined));
     }
-    return buildLeaderboard(results).map((row) => ({
-      ...row,
-      run_ids: runIds.get(JSON.stringify([row.task, row.agent, row.driver_model])) ?? [],
-    }));
+    const ranker = this.ranker;
+    return new Promise<RankedBoard>((resolve, reject) => {
+      const failed = (error: Error) => reject(new Error(`the ranking thread failed: ${error.message}`));
+      const exited = (code: number) => reject(new Error(`the ranking thread exited (${code})`));
+      ranker.once('error', failed).once('exit', exited);
+      ranker.once('message', (answer: { board?: RankedBoard; error?: string }) => {
+        ranker.off('error', failed).off('exit', exited);
+        if (answer.board) resolve(answer.board);
+        else reject(new Error(answer.error));
+      });
+      ranker.postMessage('rank');
+    });
   }
 }

@@ -101,7 +101,7 @@ export function createViewHere(options: ViewOptions): View {
     }
     if (path === '/view') return send(res, 200, runsPage(data, runFilters(url), lowSpaceWarning(options.home), runCursor(url)));
     if (path === '/view/leaderboard') return send(res, 200, leaderboardPage(data));
-    if (path === '/view/leaderboard.json') return send(res, 200, JSON.stringify(data.leaderboard(), null, 2), 'application/json');
+    if (path === '/view/leaderboard.json') return send(res, 200, JSON.stringify(await data.leaderboard(), null, 2), 'application/json');
     if (path === '/view/live') {
       refuseOtherSite(req);
       return feed.start(res, liveStreams(data, url));

@@ -1,4 +1,4 @@
-import { formatDuration } from '../tasks/budget.js';
+import { formatDuration } from '../util/duration.js';
 import type { BudgetLine } from './data.js';
 
 /** The view's HTML building blocks: escaping, the page frame every page shares, and the small formats. */

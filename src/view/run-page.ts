@@ -6,7 +6,7 @@ import type { ViewData } from './data.js';
 import { budgetBar, cell, clock, escapeHtml, page, score } from './html.js';
 import { curveBytes, maxPushBytes, newestLines, readLogFrom } from './log-tail.js';
 import { jobId } from '../core/job-ids.js';
-import { lossCurve } from '../reports/metrics.js';
+import { curveNotes, lossCurve } from '../reports/metrics.js';
 import { timelineLimits } from '../reports/timeline.js';
 
 /**
@@ -68,10 +68,7 @@ export async function jobCard(job: JobRow): Promise<{ html: string; offset: numb
   // One read for both, so the curve shows no step the tail lacks and the live tail goes on from where both end.
   const read = await readLogFrom(job.log_path, 0, job.kind === 'training' ? curveBytes : maxPushBytes, job.state !== 'running');
   const curve = lossCurve(job.kind === 'training' ? read.text : '');
-  const notes = [
-    ...(curve.restarts > 0 ? [`${curve.restarts} restart(s): each new segment placed after the last, with a gap`] : []),
-    ...(curve.dropped > 0 ? [`${curve.dropped} nan, inf or huge loss value(s) left out`] : []),
-  ];
+  const notes = curveNotes(curve);
   const tail = newestLines(read.text, maxPushBytes);
   const html =
     `<article class="job" id="card-${job.id}" data-job="${job.id}" data-offset="${read.next}" aria-labelledby="card-${job.id}-title">` +

@@ -1,8 +1,8 @@
 import { A2rlError } from '../util/errors.js';
 import type { ViewData } from './data.js';
-import { leaderboardTable } from './leaderboard-page.js';
+import { boardSection, boardVersion } from './leaderboard-page.js';
 import { type FeedBatch, type LiveStream, maxChannels, type SendEvent } from './live.js';
-import { LossCurve } from '../reports/metrics.js';
+import { type CurvePoint, LossCurve } from '../reports/metrics.js';
 import { curveBytes, maxPushBytes, readLogFrom } from './log-tail.js';
 import { budgetSection, cardKinds, jobCard, jobStatus, rewardPoint, submissionsTable, toolRow } from './run-page.js';
 import { matchesFilters, runFilters, type RunFilters, runRow } from './runs-page.js';
@@ -16,15 +16,13 @@ import { matchesFilters, runFilters, type RunFilters, runRow } from './runs-page
 const flushMs = 1000;
 /** Active runs' rows are refreshed this often even without events, for their wall-clock bars. */
 const clockRefreshMs = 15_000;
-/** The leaderboard bootstraps its intervals: recomputed at most this often. */
-const boardFlushMs = 5000;
 /** Tool rows one push sends at most: a burst beyond it shows its newest calls. */
 const maxToolRows = 100;
 
 /**
  * The streams one live connection asks for: `c=<tab> <page's live URL>` for each tab of a browser sharing it
  * (`/view/live?c=t1%20/view/live?after=5&c=t2%20/view/runs/r1/live?after=7&logs=3:120`); a URL without `c` is one
- * page's own stream (channel ""). A page's live URL: `/view/live?after=N[&filters]` (runs), `…&board=1` (leaderboard),
+ * page's own stream (channel ""). A page's live URL: `/view/live?after=N[&filters]` (runs), `…&board=<the board's version it shows>` (leaderboard),
  * `/view/runs/<id>/live?after=N[&logs=<job>:<offset>,…]` (a run).
  */
 export function liveStreams(data: ViewData, url: URL): Map<string, LiveStream> {
@@ -45,7 +43,9 @@ export function liveStreams(data: ViewData, url: URL): Map<string, LiveStream> {
 function pageStream(data: ViewData, url: URL): LiveStream {
   const after = Number(url.searchParams.get('after') ?? 0) || 0;
   if (url.pathname === '/view/live') {
-    return url.searchParams.has('board') ? new BoardStream(data, after) : new RunsStream(data, runFilters(url), after);
+    return url.searchParams.has('board')
+      ? new BoardStream(data, after, url.searchParams.get('board')!)
+      : new RunsStream(data, runFilters(url), after);
   }
   const run = /^\/view\/runs\/([^/]+)\/live$/.exec(url.pathname);
   if (!run) throw new A2rlError('NOT_FOUND', `No live stream at ${url.pathname}; reload the page.`);
@@ -103,23 +103,24 @@ export class RunsStream implements LiveStream {
   }
 }
 
-/** The leaderboard page: the table again once a run ended (or its infrastructure failure was recorded). */
+/**
+ * The leaderboard page: the board again whenever the view's differs from the one the page shows (its version): the
+ * "updating" marker once a run ended or was checked, the new board once the background re-rank is done. Asking is a
+ * one-row read; it never ranks (ViewData.boardState starts the re-rank).
+ */
 export class BoardStream implements LiveStream {
-  private stale = false;
-  private flushedAt = 0;
-
   constructor(
     private readonly data: ViewData,
     public after: number,
+    private shown: string,
   ) {}
 
-  async push({ events }: FeedBatch, send: SendEvent): Promise<void> {
-    // A run's creation changes no row: only its end, check or submissions do.
-    if (events.some((e) => (e.kind === 'run' && e.name !== 'created') || e.kind === 'submission')) this.stale = true;
-    if (!this.stale || Date.now() - this.flushedAt < boardFlushMs) return;
-    this.flushedAt = Date.now();
-    this.stale = false;
-    send('section', { id: 'board', html: leaderboardTable(this.data) }, this.after);
+  async push(_batch: FeedBatch, send: SendEvent): Promise<void> {
+    const state = this.data.boardState();
+    const version = boardVersion(state);
+    if (version === this.shown) return;
+    this.shown = version;
+    send('section', { id: 'board', html: boardSection(state) }, this.after);
   }
 }
 
@@ -186,14 +187,13 @@ export class RunStream implements LiveStream {
       this.tails.set(id, chunk.next);
       // `done`: the finished job's log was read whole, so the page stops naming its offset in its live URL.
       if (chunk.text !== '' || chunk.skipped > 0 || finished) {
-        send('log', {
-          id,
-          next: chunk.next,
-          text: chunk.text,
-          skipped: chunk.skipped,
-          points: job.kind === 'training' && chunk.text !== '' ? (await this.curveOf(job.log_path, id, offset)).add(chunk.text) : [],
-          done: finished,
-        });
+        let points: CurvePoint[] = [];
+        if (job.kind === 'training' && chunk.text !== '') {
+          const curve = await this.curveOf(job.log_path, id, offset);
+          points = curve.add(chunk.text);
+          if (!finished) this.data.keepCurveSeed(id, chunk.next, curve);
+        }
+        send('log', { id, next: chunk.next, text: chunk.text, skipped: chunk.skipped, points, done: finished });
       }
       if (finished) {
         this.tails.delete(id);
@@ -202,13 +202,17 @@ export class RunStream implements LiveStream {
     }
   }
 
-  /** A training job's loss curve, going on from the one its card drew up to `offset` (its restarts, its last step). */
+  /**
+   * A training job's loss curve, going on from the one its card drew up to `offset` (its restarts, its last step): as
+   * a live stream left it there (a tab joining its browser's shared connection starts a new one), else read again.
+   */
   private async curveOf(path: string, id: number, offset: number): Promise<LossCurve> {
     let curve = this.curves.get(id);
     if (curve) return curve;
-    curve = new LossCurve();
+    const seed = this.data.curveSeed(id, offset);
+    curve = seed ?? new LossCurve();
     this.curves.set(id, curve);
-    if (offset > 0) {
+    if (!seed && offset > 0) {
       // The log as the card read it: its newest `curveBytes` before `offset`, whatever has been written since cut off.
       const read = await readLogFrom(path, Math.max(0, offset - curveBytes), 2 * curveBytes, true);
       const bytes = Buffer.from(read.text);

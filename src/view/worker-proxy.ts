@@ -1,16 +1,16 @@
+import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { type IncomingHttpHeaders, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import { packageRoot } from '../util/paths.js';
 import { createViewHere, type View, type ViewOptions } from './handler.js';
 import type { ViewWorkerData } from './worker.js';
 
 /**
- * The worker's compiled entry: this file's sibling when it runs compiled (wherever it was built to, so the view never
- * runs another build's code); from its sources (tests), which a thread cannot start, dist's (tests build dist first).
+ * The view process's compiled entry: this file's sibling when it runs compiled (wherever it was built to, so the view
+ * never runs another build's code); from its sources (tests), which node cannot start, dist's (tests build dist first).
  */
 const compiledSibling = fileURLToPath(new URL('./worker.js', import.meta.url));
 const workerEntry = existsSync(compiledSibling) ? compiledSibling : join(packageRoot, 'dist', 'src', 'view', 'worker.js');
@@ -25,18 +25,18 @@ process.once('exit', () => folders.forEach((folder) => rmSync(folder, { recursiv
 const endToEnd = (headers: IncomingHttpHeaders) => Object.fromEntries(Object.entries(headers).filter(([name]) => !hopHeaders.has(name)));
 
 /**
- * The view, off the thread that answers agents (invariant 9): a worker thread with its own store connection renders
- * every page (src/view/worker.ts); this thread forwards each `/view` request to it over a Unix socket in a private
- * folder and streams the answer back (live pages included), so no page, leaderboard or export can hold a tool call.
- * A worker that stopped is started again by the next request. An in-memory store cannot be opened twice: its view is
- * served here.
+ * The view, off the process that answers agents (invariant 9): a process at nice 19 with its own store connection
+ * renders every page (src/view/worker.ts); this thread forwards each `/view` request to it over a Unix socket in a
+ * private folder and streams the answer back (live pages included), so no page, leaderboard or export can hold a tool
+ * call. The view process starts with the server; one that stopped is started again by the next request. An in-memory store cannot be opened twice:
+ * its view is served here.
  */
 export function createView(options: ViewOptions): View {
   if (options.store.path === ':memory:') return createViewHere(options);
   const folder = mkdtempSync(join(tmpdir(), 'a2rl-view-'));
   folders.add(folder);
   const socketPath = join(folder, 'view.sock');
-  let worker: { thread: Worker; ready: Promise<void> } | undefined;
+  let worker: { child: ChildProcess; ready: Promise<void> } | undefined;
 
   const start = () => {
     const data: ViewWorkerData = {
@@ -47,20 +47,28 @@ export function createView(options: ViewOptions): View {
       socketPath,
     };
     rmSync(socketPath, { force: true });
-    const thread = new Worker(workerEntry, { workerData: data });
-    thread.unref();
+    // No inherited node flags (a test runner's loaders); its errors on the server's stderr. The token goes over the
+    // channel, never on a command line.
+    const child = fork(workerEntry, [], { execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    child.send(data);
+    // The server's process may end while its view runs: the view sees its channel close and ends too.
+    child.unref();
+    child.channel?.unref();
     const ready = new Promise<void>((resolve, reject) => {
-      thread.once('message', () => resolve());
-      thread.once('error', reject);
-      thread.once('exit', (code) => reject(new Error(`the view's thread exited (${code}) before it listened`)));
+      child.once('message', () => resolve());
+      child.once('error', reject);
+      child.once('exit', (code, signal) => reject(new Error(`the view's process exited (${code ?? signal}) before it listened`)));
     });
-    const started = { thread, ready };
-    // A thread that failed or exited is replaced at the next request.
+    const started = { child, ready };
+    // A process that failed or exited is replaced at the next request.
     const forget = () => void (worker === started && (worker = undefined));
-    thread.on('error', forget).on('exit', forget);
+    child.on('error', forget).on('exit', forget);
     ready.catch(forget);
     return started;
   };
+
+  // Started with the server, not at the first page (which would pay its start-up); the server does not wait for it.
+  worker = start();
 
   const forward = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     worker ??= start();
@@ -92,7 +100,7 @@ export function createView(options: ViewOptions): View {
   return {
     handle: (req, res) => forward(req, res),
     close: () => {
-      worker?.thread.postMessage('close');
+      if (worker?.child.connected) worker.child.send('close');
       worker = undefined;
       rmSync(folder, { recursive: true, force: true });
       folders.delete(folder);

@@ -1,14 +1,14 @@
-import { readlinkSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { setPriority } from 'node:os';
-import { parentPort, workerData } from 'node:worker_threads';
 import { Store } from '../store/store.js';
 import { createViewHere } from './handler.js';
 
 /**
- * The view's thread (issue 49): its own store connection and its own event loop render every page, leaderboard, live
- * push and export of the view, and answer them on a Unix socket the server's thread forwards `/view` to; the thread
- * that answers agents' calls only passes bytes. Started by src/view/worker-proxy.ts.
+ * The view's process (issue 49): its own store connection, event loop, heap and garbage collector render every
+ * page, leaderboard, live push and export of the view, and answer them on a Unix socket the server's thread forwards
+ * `/view` to; the thread that answers agents only passes bytes. Started by src/view/worker-proxy.ts, which sends it
+ * its {@link ViewWorkerData} first; it ends when told `close` or when the server is gone.
  */
 
 export interface ViewWorkerData {
@@ -19,18 +19,24 @@ export interface ViewWorkerData {
   socketPath: string;
 }
 
-// Pages yield to the server's own thread, as local search does (src/search/providers/local-worker.ts): nice 10 weighs
-// about a tenth of the agents' thread on a busy host, and still renders a page a second. A thread's nice value is its
-// own on Linux; where /proc/thread-self is missing, it keeps the server's.
-try {
-  setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), 10);
-} catch {
-  // Not Linux, or no /proc: the same priority as the server.
+/**
+ * Pages yield to the agents' calls: every thread of this process (its event loop and V8's garbage-collection helpers;
+ * threads started later, file reads' included, inherit it) runs at nice 19, about 1/70 of a nice-0 thread's share
+ * of a busy CPU, and still renders a page a second on an idle one. A thread in the server's process, even niced,
+ * would share that process's garbage-collection helpers and file-read threads at the agents' priority. A Linux
+ * thread's nice value is its own; where /proc is missing, the process keeps the server's priority.
+ */
+function yieldToAgents(): void {
+  try {
+    for (const thread of readdirSync('/proc/self/task')) setPriority(Number(thread), 19);
+  } catch {
+    // Not Linux, or no /proc: the same priority as the server.
+  }
 }
 
 /**
  * The view's connection. Opening sets the journal mode before the busy timeout, so a store another process is writing
- * (the server beside it, checkpointing) may answer busy at once: tried again for up to 5 s; this thread serves nothing yet.
+ * (the server beside it, checkpointing) may answer busy at once: tried again for up to 5 s; this process serves nothing yet.
  */
 function openStore(path: string): Store {
   for (let attempt = 1; ; attempt++) {
@@ -43,16 +49,20 @@ function openStore(path: string): Store {
   }
 }
 
-const options = workerData as ViewWorkerData;
-const store = openStore(options.storePath);
-const view = createViewHere({ store, home: options.home, token: options.token, diskQuotaBytes: options.diskQuotaBytes });
-const server = createServer((req, res) => void view.handle(req, res, new URL(req.url ?? '/', 'http://localhost')));
-server.listen(options.socketPath, () => parentPort!.postMessage('listening'));
-parentPort!.on('message', (message: unknown) => {
-  if (message !== 'close') return;
-  view.close();
-  server.close();
-  server.closeAllConnections();
-  store.close();
-  parentPort!.close();
+process.once('message', (options: ViewWorkerData) => {
+  yieldToAgents();
+  const store = openStore(options.storePath);
+  const view = createViewHere({ store, home: options.home, token: options.token, diskQuotaBytes: options.diskQuotaBytes });
+  const server = createServer((req, res) => void view.handle(req, res, new URL(req.url ?? '/', 'http://localhost')));
+  const close = () => {
+    view.close();
+    server.close();
+    server.closeAllConnections();
+    store.close();
+    process.exit(0);
+  };
+  process.on('message', (message: unknown) => message === 'close' && close());
+  // The server went (stopped, or killed): nothing is left to serve.
+  process.once('disconnect', close);
+  server.listen(options.socketPath, () => process.send!('listening'));
 });

@@ -18,7 +18,8 @@ Where this differs from the reference, by design: all games of a split are playe
 generate call per step over the games still running (the reference plays one game at a time, one call per step;
 greedy decoding makes each game's episode the same either way, up to the last bits of batched arithmetic).
 The env is `alfworld.agents.environment` exactly as upstream's: the real package when installed, else the
-stand-in (tasks/hflm/standins/alfworld) the server puts on the path.
+stand-in (tasks/hflm/standins/alfworld) the server puts on the path; either way a batch's games share one process
+(`init_env_in_one_process`), where upstream's init_env forks one per game.
 """
 
 import dataclasses
@@ -76,7 +77,28 @@ def open_games(data_root, split, game_files=None, limit=None):
         tw_env.num_games = len(tw_env.game_files)
     if tw_env.num_games == 0:
         raise ValueError(f"{data_root} holds no {split} games ({SPLIT_PATHS[split]}/): prepare the task's assets again")
-    return tw_env.init_env(batch_size=tw_env.num_games), tw_env.num_games
+    return init_env_in_one_process(tw_env, tw_env.num_games), tw_env.num_games
+
+
+def init_env_in_one_process(tw_env, batch_size):
+    """tw_env.init_env(batch_size) with every game in this process. Upstream's init_env registers the games with
+    textworld.gym's asynchronous=True, one forked process per game (a 67-game half: 67 processes); textworld's
+    synchronous batch env plays the same games in the same order in one. The stand-in has no textworld, and its
+    batch env is one process already. Untested against the real package here (it cannot be installed)."""
+    try:
+        import textworld.gym
+    except ImportError:
+        return tw_env.init_env(batch_size=batch_size)
+    register = textworld.gym.register_games
+
+    def synchronous(*args, **kwargs):  # upstream calls textworld.gym.register_games by attribute, at init_env
+        return register(*args, **{**kwargs, "asynchronous": False})
+
+    textworld.gym.register_games = synchronous
+    try:
+        return tw_env.init_env(batch_size=batch_size)
+    finally:
+        textworld.gym.register_games = register
 
 
 def game_name(gamefile):

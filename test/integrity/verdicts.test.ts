@@ -353,7 +353,7 @@ describe('stores from before', () => {
     store.db.pragma('user_version = 9');
     store.close();
     const upgraded = new Store(join(home, 'store.sqlite'));
-    expect(upgraded.schemaVersion).toBe(11);
+    expect(upgraded.schemaVersion).toBe(12);
     expect(upgraded.latestIntegrityCheck('old', 'contamination')!.verdict).toBe('incomplete');
     expect(upgraded.latestIntegrityCheck('old', 'review')!.verdict).toBe('failed');
     expect(runIntegrity(upgraded, 'old').verdict).toBe('incomplete');

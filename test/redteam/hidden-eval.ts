@@ -29,15 +29,26 @@ export function filesUnder(dir: string): Array<{ path: string; size: number; sha
     });
 }
 
+/**
+ * The environment of the fixtures' Python, which trains the tiny models: torch on one thread. Its default pool, a thread
+ * a core, spins against whatever else runs (CI runs two test files at once): on 2 busy cores the deepsearchqa tiny model
+ * took 134 CPU-s so, 16 on one thread.
+ */
+const fixtureEnv = { ...process.env, OMP_NUM_THREADS: '1' };
+
 /** Runs a Python expression over tasks/hflm/tests/fixture_smoke_<task>.py (as `f`) with the full tier's Python; returns its last line of output. */
 export function smokeFixture(task: string, expression: string, ...args: string[]): string {
   const script = `import sys; sys.path.insert(0, sys.argv[1]); import fixture_smoke_${task} as f; print(${expression})`;
   const out = execFileSync(fullTierPython, ['-c', script, join(tasksRoot, 'hflm', 'tests'), ...args], {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'ignore'],
+    env: fixtureEnv,
   });
   return out.trim().split('\n').at(-1)!;
 }
+
+/** Each task's fixture hub with its tiny model, written once per test file (the model is trained, not drawn). */
+const tinyHubs = new Map<string, { hub: string; modelId: string }>();
 
 /**
  * Prepares the task into a new home from the fixture hub, with the task's smoke fixture's tiny model as the base (it
@@ -45,8 +56,13 @@ export function smokeFixture(task: string, expression: string, ...args: string[]
  */
 export function prepareWithTinyModel(task: string, homeLabel = `${task}-redteam`) {
   const home = tempDir(homeLabel);
-  const hub = writeFixtureHub();
-  const modelId = smokeFixture(task, 'f.write_tiny_model(sys.argv[2])', hub);
+  let tiny = tinyHubs.get(task);
+  if (!tiny) {
+    const hub = writeFixtureHub();
+    tiny = { hub, modelId: smokeFixture(task, 'f.write_tiny_model(sys.argv[2])', hub) };
+    tinyHubs.set(task, tiny);
+  }
+  const { hub, modelId } = tiny;
   const prepared = spawnSync('node', [cliEntry, '--home', home, 'prepare', task, '--from', hub, '--model', modelId], { encoding: 'utf8' });
   expect(prepared.status, prepared.stderr).toBe(0);
   return { home, modelId, evalDir: join(home, 'assets', task, 'eval') };

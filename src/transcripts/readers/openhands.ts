@@ -1,5 +1,5 @@
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, fstatSync } from 'node:fs';
+import { readAt, SafeDir } from '../../util/safe-fs.js';
 import { errorText, type TranscriptText } from '../json-lines.js';
 import type { ModelActivity } from '../model-activity.js';
 import type { TokenUsage, TranscriptReader, TranscriptStep } from '../types.js';
@@ -10,38 +10,26 @@ const conversationStatsKind = 'a2rl.openhands_conversation_stats';
 /** The most of a `base_state.json` read: a conversation's state is kilobytes; more is not OpenHands'. */
 const maxStateBytes = 4 * 1024 * 1024;
 
-/** Whether `path` is a folder itself, not a link to one (the agent owns its HOME and could point it anywhere). */
-function isRealDir(path: string): boolean {
-  try {
-    return lstatSync(path).isDirectory();
-  } catch {
-    return false;
-  }
-}
+/** The most conversations read: a run's OpenHands saves one per launch. */
+const maxConversations = 1000;
 
 /**
- * The text of the regular file at `path`, or undefined for anything else the agent may have left there: a link
- * (O_NOFOLLOW), a FIFO or device (opened without blocking, then refused by its type), a file over `maxStateBytes`.
- * The launcher reads it as its own user, so it reads nothing the agent could not.
+ * The text of the conversation `id`'s `base_state.json`, or undefined where the agent (it owns its HOME) left anything
+ * else: a link, a FIFO or a device, a file over `maxStateBytes` (SafeDir: no link followed, no open that blocks).
  */
-function regularFileText(path: string): string | undefined {
+function conversationState(conversations: SafeDir, id: string): string | undefined {
+  let folder: SafeDir | undefined;
   let fd: number;
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    folder = conversations.child(id);
+    fd = folder.openFile('base_state.json');
   } catch {
     return undefined;
+  } finally {
+    folder?.close();
   }
   try {
-    const stat = fstatSync(fd);
-    if (!stat.isFile() || stat.size > maxStateBytes) return undefined;
-    const buffer = Buffer.alloc(stat.size);
-    let read = 0;
-    while (read < buffer.length) {
-      const n = readSync(fd, buffer, read, buffer.length - read, read);
-      if (n === 0) break;
-      read += n;
-    }
-    return buffer.subarray(0, read).toString('utf8');
+    return fstatSync(fd).size > maxStateBytes ? undefined : readAt(fd, 0, maxStateBytes).toString('utf8');
   } finally {
     closeSync(fd);
   }
@@ -50,22 +38,30 @@ function regularFileText(path: string): string | undefined {
 /**
  * The token and dollar totals of the conversations OpenHands saved in `homeDir` (`~/.openhands/conversations/<id>/base_state.json`,
  * its `stats.usage_to_metrics`), one JSON line each, for the launcher to append to the transcript once OpenHands exited:
- * its `--json` events carry no usage. Empty when it saved none. Only real folders and regular files count (`regularFileText`).
+ * its `--json` events carry no usage. Empty when it saved none. Only real folders and regular files count
+ * (`conversationState`); the launcher reads them as its own user, so it reads nothing the agent could not.
  */
 export function openHandsStatsLines(homeDir: string): string {
-  const conversations = join(homeDir, '.openhands', 'conversations');
-  if (!isRealDir(join(homeDir, '.openhands')) || !isRealDir(conversations)) return '';
+  let conversations: SafeDir;
+  try {
+    conversations = SafeDir.withTrusted(homeDir, (home) => home.openDir(['.openhands', 'conversations']));
+  } catch {
+    return '';
+  }
   let lines = '';
-  for (const id of readdirSync(conversations).sort()) {
-    if (!isRealDir(join(conversations, id))) continue;
-    const state = regularFileText(join(conversations, id, 'base_state.json'));
-    if (state === undefined) continue;
-    try {
-      const stats = (JSON.parse(state) as { stats?: unknown }).stats;
-      if (stats) lines += `${JSON.stringify({ kind: conversationStatsKind, conversation_id: id, stats })}\n`;
-    } catch {
-      // A state file cut short by the kill at the deadline: that conversation's usage stays unknown.
+  try {
+    for (const id of conversations.list(maxConversations).names) {
+      const state = conversationState(conversations, id);
+      if (state === undefined) continue;
+      try {
+        const stats = (JSON.parse(state) as { stats?: unknown }).stats;
+        if (stats) lines += `${JSON.stringify({ kind: conversationStatsKind, conversation_id: id, stats })}\n`;
+      } catch {
+        // A state file cut short by the kill at the deadline: that conversation's usage stays unknown.
+      }
     }
+  } finally {
+    conversations.close();
   }
   return lines;
 }

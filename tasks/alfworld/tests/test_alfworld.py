@@ -1,9 +1,12 @@
-"""Tests of the alfworld task's grader on prepared fixture assets (hflm's fixture hub: stand-in games, tiny model).
+"""Tests of the alfworld task's grader and rollouts on ALFWorld's own game files, prepared as a run's assets.
 
     .venv-full/bin/python tasks/alfworld/tests/test_alfworld.py
 
-The grader runs as the server runs it: a fresh .venv-full Python with PYTHONPATH holding hflm and the alfworld
-stand-in (the server mounts both under lib/).
+The snapshot `prepare` reads holds games in the layout and format alfworld-download writes (fixtures/alfworld:
+json_2.1.1/{train,valid_unseen}/<task>/<trial>/{traj_data.json, game.tw-pddl}, a PDDL problem each), ReAct's
+prompt file and a tiny model (hflm's fixture: fixture_smoke_alfworld). The grader and the rollouts sampler run as
+the server runs them: a fresh .venv-full Python with PYTHONPATH holding hflm and the alfworld stand-in (the server
+mounts both under lib/), which plays the games from their PDDL problem.
 """
 
 import json
@@ -22,21 +25,23 @@ sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for the fixtures
 sys.path.append(STANDINS)
 
-import fixture_hub  # noqa: E402
 import fixture_smoke_alfworld  # noqa: E402
 from hflm import alfworld_assets, assets  # noqa: E402
 
 GRADER = os.path.join(TASK, "grader", "grade.py")
+GAME_FILES = os.path.join(HERE, "fixtures", fixture_smoke_alfworld.DATA)  # alfworld-download's layout
 HOME = HUB = MODEL = None
 
 
 def setUpModule():
-    """Assets from the default fixture with its tiny alfworld model, which answers every step with "look" and a
-    newline: a random model writes its 100 tokens at each of the 50 steps of every game, which costs minutes and
-    proves nothing more."""
+    """A snapshot of ALFWorld's game files (fixtures/alfworld), the fixture's prompt file and its tiny alfworld model,
+    which answers every step with "look" and a newline (a random model writes its 100 tokens at each of the 50 steps
+    of every game, which costs minutes and proves nothing more), prepared as `a2rl prepare alfworld --from` does."""
     global HOME, HUB, MODEL
-    HUB = fixture_hub.write(tempfile.mkdtemp(prefix="alfworld-hub-"))
+    HUB = fixture_smoke_alfworld.write(tempfile.mkdtemp(prefix="alfworld-hub-"))
     MODEL = fixture_smoke_alfworld.write_tiny_model(HUB)
+    shutil.rmtree(os.path.join(HUB, fixture_smoke_alfworld.DATA))
+    shutil.copytree(GAME_FILES, os.path.join(HUB, fixture_smoke_alfworld.DATA))
     HOME = tempfile.mkdtemp(prefix="alfworld-home-")
     assets.prepare("alfworld", HOME, MODEL, HUB)
 
@@ -76,13 +81,30 @@ class GraderTest(unittest.TestCase):
         result = results[0]
         self.assertEqual(results[1], result)
         self.assertEqual(result["grader_version"], "alfworld-grader-1")
-        self.assertEqual((result["public"]["total"], result["private"]["total"], result["private"]["whole_total"]), (2, 2, 4))
+        # valid_unseen's two games, one a half: the look task and the cool task (their prompt keys)
+        self.assertEqual((result["public"]["total"], result["private"]["total"], result["private"]["whole_total"]), (1, 1, 2))
         self.assertNotIn("whole_score", result["public"])
-        for half in ("public", "private"):
-            self.assertEqual(result[half]["score"], 0.0)  # "look" wins nothing
-            per_type = [part.rsplit(" ", 1)[1].split("/") for part in result[half]["per_type"].split(", ")]
-            self.assertEqual(sum(int(total) for won, total in per_type), 2)
-            self.assertTrue(all(won == "0" for won, total in per_type))
+        self.assertEqual(sorted([result["public"]["per_type"], result["private"]["per_type"]]), ["cool 0/1", "examine 0/1"])
+        self.assertEqual((result["public"]["score"], result["private"]["score"]), (0.0, 0.0))  # "look" wins nothing
+
+    def test_rollouts_play_the_train_games_from_their_pddl_problem(self):
+        out = os.path.join(self.scratch(), "batch.jsonl")
+        done = subprocess.run(
+            [sys.executable, "-m", "hflm.rollouts", "--task", "alfworld", "--checkpoint", base_dir(), "--base", base_dir(),
+             "--data", os.path.join(HOME, "assets", "alfworld", "data", "train.jsonl"), "--n", "2", "--max-new-tokens",
+             "8", "--threads", "1", "--out", out],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([TASKS, STANDINS])}, capture_output=True, text=True, timeout=600)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(out) as f:
+            episodes = {e["name"]: e for e in map(json.loads, f)}
+        self.assertEqual(sorted(episodes), ["pick_and_place_simple-Mug-None-Cabinet-10/trial_T20190907_000101_000101",
+                                            "pick_heat_then_place_in_recep-Egg-None-CounterTop-10/trial_T20190907_000202_000202"])
+        mug = episodes["pick_and_place_simple-Mug-None-Cabinet-10/trial_T20190907_000101_000101"]
+        # the room and the task as upstream's Demangler and the game's grammar name them
+        self.assertTrue(mug["prompt"].endswith(
+            "Here is the task.\nYou are in the middle of a room. Looking quickly around you, you see a cabinet 2, a cabinet "
+            "1, a countertop 1, a fridge 1, a microwave 1, and a sinkbasin 1.\nYour task is to: put a mug in cabinet.\n>"))
+        self.assertEqual((mug["steps"], mug["reward"], len(mug["observations"])), (50, 0.0, 50))  # the tiny model wins nothing
 
     def test_refuses_pickled_weights_saying_what_to_do(self):
         folder = self.scratch()

@@ -21,6 +21,7 @@ TASKS = os.path.dirname(TASK)
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for fixture_hub
 
+import fixture_grader  # noqa: E402
 import fixture_hub  # noqa: E402
 from hflm import alpacaeval, assets  # noqa: E402
 
@@ -53,13 +54,20 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def generate_args(checkpoint, out_dir, eval_from=None):
+    return ["--checkpoint", checkpoint, "--base", base_dir(), "--base-id", fixture_hub.FIXTURE_MODEL,
+            "--eval-dir", eval_from or eval_dir(), "--out", os.path.join(out_dir, "items.jsonl")]
+
+
 def generate(checkpoint, out_dir, eval_from=None):
     """Runs the grader entry on checkpoint as the server would; returns the finished process."""
-    return subprocess.run(
-        [sys.executable, GENERATE, "--checkpoint", checkpoint, "--base", base_dir(), "--base-id", fixture_hub.FIXTURE_MODEL,
-         "--eval-dir", eval_from or eval_dir(), "--out", os.path.join(out_dir, "items.jsonl")],
-        env={**os.environ, "PYTHONPATH": TASKS}, capture_output=True, text=True, timeout=600,
-    )
+    return subprocess.run([sys.executable, GENERATE, *generate_args(checkpoint, out_dir, eval_from)],
+                          env={**os.environ, "PYTHONPATH": TASKS}, capture_output=True, text=True, timeout=600)
+
+
+def refused(checkpoint, out_dir, eval_from=None):
+    """(exit status, stderr) of the grader entry run in this process (fixture_grader), for runs it refuses."""
+    return fixture_grader.run_main(GENERATE, generate_args(checkpoint, out_dir, eval_from))
 
 
 class GenerateTest(unittest.TestCase):
@@ -100,10 +108,10 @@ class GenerateTest(unittest.TestCase):
         with open(os.path.join(submitted, "pytorch_model.bin"), "wb") as f:
             f.write(b"not really a pickle")
         out_dir = self.scratch()
-        done = generate(submitted, out_dir)
-        self.assertEqual(done.returncode, 2, done.stderr)
-        self.assertIn("invalid checkpoint: [pickled_weights]", done.stderr)
-        self.assertIn("safe_serialization=True", done.stderr)
+        status, stderr = refused(submitted, out_dir)
+        self.assertEqual(status, 2, stderr)
+        self.assertIn("invalid checkpoint: [pickled_weights]", stderr)
+        self.assertIn("safe_serialization=True", stderr)
         self.assertFalse(os.path.exists(os.path.join(out_dir, "items.jsonl")))
 
     def test_refuses_assets_without_instruction_difficulty_naming_the_prepare_command(self):
@@ -113,9 +121,9 @@ class GenerateTest(unittest.TestCase):
             with open(os.path.join(old_eval, f"{split}.jsonl"), "w") as f:
                 f.writelines(json.dumps({k: v for k, v in r.items() if k != "instruction_difficulty"}) + "\n" for r in rows)
         out_dir = self.scratch()
-        done = generate(base_dir(), out_dir, eval_from=old_eval)
-        self.assertEqual(done.returncode, 1, done.stderr)
-        self.assertIn("row 0 lacks instruction_difficulty; prepare the assets again (a2rl prepare alpacaeval)", done.stderr)
+        status, stderr = refused(base_dir(), out_dir, eval_from=old_eval)
+        self.assertEqual(status, 1, stderr)
+        self.assertIn("row 0 lacks instruction_difficulty; prepare the assets again (a2rl prepare alpacaeval)", stderr)
         self.assertFalse(os.path.exists(os.path.join(out_dir, "items.jsonl")))
 
 

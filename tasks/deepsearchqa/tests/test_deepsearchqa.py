@@ -2,16 +2,15 @@
 
     .venv-full/bin/python tasks/deepsearchqa/tests/test_deepsearchqa.py
 
-The grader runs as the server runs it: a fresh .venv-full Python with PYTHONPATH holding hflm and a2rl_search (the
-server mounts both under lib/). Its searches go through a grading's channel, which only the server opens: the
-whole grading, searches and judge included, is played by test/redteam/deepsearchqa-eval-questions.test.ts; here,
-what the entry refuses before it searches.
+The server runs the grader in a fresh .venv-full Python with PYTHONPATH holding hflm and a2rl_search (it mounts both
+under lib/). Its searches go through a grading's channel, which only the server opens: the whole grading, searches
+and judge included, is played that way by test/redteam/deepsearchqa-eval-questions.test.ts; here, what the entry
+refuses before it searches, its main run in this process with a2rl_search on sys.path.
 """
 
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -22,7 +21,9 @@ TASKS = os.path.dirname(TASK)
 CLIENT = os.path.join(os.path.dirname(TASKS), "src", "search", "client")
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for the fixtures
+sys.path.insert(0, CLIENT)  # a2rl_search, which the server mounts beside hflm
 
+import fixture_grader  # noqa: E402
 import fixture_smoke_deepsearchqa  # noqa: E402
 from hflm import assets, deepsearchqa_assets  # noqa: E402
 
@@ -44,16 +45,12 @@ def tearDownModule():
 
 
 def grade(checkpoint, out_dir, socket=None):
-    env = {k: v for k, v in os.environ.items() if k != "A2RL_SEARCH_SOCKET"}
-    env["PYTHONPATH"] = os.pathsep.join([TASKS, CLIENT])
-    if socket:
-        env["A2RL_SEARCH_SOCKET"] = socket
+    """(exit status, stderr) of the grader entry run in this process (fixture_grader): each run here stops before a
+    score, refused or failed."""
     base = os.path.join(HOME, "models", MODEL.replace("/", "--"))
-    return subprocess.run(
-        [sys.executable, GRADER, "--checkpoint", checkpoint, "--base", base, "--base-id", MODEL,
-         "--eval-dir", os.path.join(HOME, "assets", "deepsearchqa", "eval"), "--out", os.path.join(out_dir, "items.jsonl")],
-        env=env, capture_output=True, text=True, timeout=600,
-    )
+    argv = ["--checkpoint", checkpoint, "--base", base, "--base-id", MODEL,
+            "--eval-dir", os.path.join(HOME, "assets", "deepsearchqa", "eval"), "--out", os.path.join(out_dir, "items.jsonl")]
+    return fixture_grader.run_main(GRADER, argv, environ={"A2RL_SEARCH_SOCKET": socket})
 
 
 class GraderTest(unittest.TestCase):
@@ -64,16 +61,16 @@ class GraderTest(unittest.TestCase):
 
     def test_refuses_to_grade_without_a_search_channel(self):
         out = self.scratch()
-        done = grade(os.path.join(HOME, "models", MODEL.replace("/", "--")), out)
-        self.assertNotEqual(done.returncode, 0)
-        self.assertIn("no search channel (A2RL_SEARCH_SOCKET is unset)", done.stderr)
+        status, stderr = grade(os.path.join(HOME, "models", MODEL.replace("/", "--")), out)
+        self.assertNotEqual(status, 0)
+        self.assertIn("no search channel (A2RL_SEARCH_SOCKET is unset)", stderr)
         self.assertFalse(os.path.exists(os.path.join(out, "items.jsonl")))
 
     def test_a_failed_search_fails_the_grading_rather_than_scoring(self):
         out = self.scratch()
-        done = grade(os.path.join(HOME, "models", MODEL.replace("/", "--")), out, socket=os.path.join(out, "no.sock"))
-        self.assertNotEqual(done.returncode, 0)
-        self.assertIn("SearchError: The search channel at", done.stderr)
+        status, stderr = grade(os.path.join(HOME, "models", MODEL.replace("/", "--")), out, socket=os.path.join(out, "no.sock"))
+        self.assertNotEqual(status, 0)
+        self.assertIn("SearchError: The search channel at", stderr)
         self.assertFalse(os.path.exists(os.path.join(out, "items.jsonl")))
 
     def test_refuses_pickled_weights_saying_what_to_do(self):
@@ -81,9 +78,9 @@ class GraderTest(unittest.TestCase):
         shutil.copy(os.path.join(HOME, "models", MODEL.replace("/", "--"), "config.json"), folder)
         with open(os.path.join(folder, "pytorch_model.bin"), "wb") as f:
             f.write(b"not really a pickle")
-        done = grade(folder, self.scratch(), socket="/nonexistent/search.sock")
-        self.assertEqual(done.returncode, 2)
-        self.assertIn("invalid checkpoint: [pickled_weights]", done.stderr)
+        status, stderr = grade(folder, self.scratch(), socket="/nonexistent/search.sock")
+        self.assertEqual(status, 2)
+        self.assertIn("invalid checkpoint: [pickled_weights]", stderr)
 
     def test_task_file_matches_prepare_and_the_reference(self):
         with open(os.path.join(TASK, "task.json")) as f:

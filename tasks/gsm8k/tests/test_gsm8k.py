@@ -2,10 +2,10 @@
 
     .venv-full/bin/python tasks/gsm8k/tests/test_gsm8k.py
 
-The grader runs as the server runs it: a fresh .venv-full Python with PYTHONPATH holding hflm only.
+The grader runs as the server runs it: a fresh .venv-full Python with PYTHONPATH holding hflm only; runs that stop
+before grading (refusals) run its main in this process.
 """
 
-import importlib.util
 import json
 import os
 import shutil
@@ -21,6 +21,7 @@ TASKS = os.path.dirname(TASK)
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for fixture_hub
 
+import fixture_grader  # noqa: E402
 import fixture_hub  # noqa: E402
 import torch  # noqa: E402
 from hflm import assets  # noqa: E402
@@ -45,14 +46,20 @@ def base_dir():
     return os.path.join(HOME, "models", fixture_hub.FIXTURE_MODEL.replace("/", "--"))
 
 
+def grader_args(checkpoint, out_dir):
+    return ["--checkpoint", checkpoint, "--base", base_dir(), "--base-id", fixture_hub.FIXTURE_MODEL,
+            "--eval-dir", os.path.join(HOME, "assets", "gsm8k", "eval"), "--out", os.path.join(out_dir, "result.json")]
+
+
 def grade(checkpoint, out_dir):
     """Runs the grader on checkpoint as the server would; returns the finished process."""
-    out = os.path.join(out_dir, "result.json")
-    return subprocess.run(
-        [sys.executable, GRADER, "--checkpoint", checkpoint, "--base", base_dir(), "--base-id", fixture_hub.FIXTURE_MODEL,
-         "--eval-dir", os.path.join(HOME, "assets", "gsm8k", "eval"), "--out", out],
-        env={**os.environ, "PYTHONPATH": TASKS}, capture_output=True, text=True, timeout=600,
-    )
+    return subprocess.run([sys.executable, GRADER, *grader_args(checkpoint, out_dir)],
+                          env={**os.environ, "PYTHONPATH": TASKS}, capture_output=True, text=True, timeout=600)
+
+
+def grade_in_process(checkpoint, out_dir, **environ):
+    """(exit status, stderr) of the grader run in this process (fixture_grader), for runs that stop before grading."""
+    return fixture_grader.run_main(GRADER, grader_args(checkpoint, out_dir), environ)
 
 
 class GraderTest(unittest.TestCase):
@@ -89,10 +96,10 @@ class GraderTest(unittest.TestCase):
         with open(os.path.join(submitted, "pytorch_model.bin"), "wb") as f:
             f.write(b"not really a pickle")
         out_dir = self.scratch()
-        done = grade(submitted, out_dir)
-        self.assertEqual(done.returncode, 2, done.stderr)
-        self.assertIn("invalid checkpoint: [pickled_weights]", done.stderr)
-        self.assertIn("safe_serialization=True", done.stderr)
+        status, stderr = grade_in_process(submitted, out_dir)
+        self.assertEqual(status, 2, stderr)
+        self.assertIn("invalid checkpoint: [pickled_weights]", stderr)
+        self.assertIn("safe_serialization=True", stderr)
         self.assertFalse(os.path.exists(os.path.join(out_dir, "result.json")))
 
 
@@ -100,9 +107,7 @@ class GraderTest(unittest.TestCase):
         # One call is one vLLM engine on a GPU: a second costs its start-up again and can run out of memory beside the first.
         from hflm import inference
 
-        spec = importlib.util.spec_from_file_location("gsm8k_grade", GRADER)
-        grader = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(grader)
+        grader = fixture_grader.load(GRADER)
         calls = []
         decode = inference.BACKENDS["transformers"]
 
@@ -110,21 +115,16 @@ class GraderTest(unittest.TestCase):
             calls.append(len(prompts))
             return decode(model_dir, prompts, params, batch_size)
 
-        out_dir = self.scratch()
-        out = os.path.join(out_dir, "result.json")
-        argv = ["--checkpoint", base_dir(), "--base", base_dir(), "--eval-dir", os.path.join(HOME, "assets", "gsm8k", "eval"),
-                "--out", out]
         with mock.patch.dict(inference.BACKENDS, {"transformers": counted}):
-            self.assertEqual(grader.main(argv), 0)
+            self.assertEqual(grader.main(grader_args(base_dir(), self.scratch())), 0)
         self.assertEqual(calls, [fixture_hub.COUNTS["gsm8k_test"]])
 
     @unittest.skipUnless(torch.version.cuda is None, "a CUDA build of torch: this checks a CPU-only runtime")
     def test_given_gpus_it_cannot_use_it_fails_saying_why_instead_of_grading_on_cpu(self):
         out_dir = self.scratch()
-        with mock.patch.dict(os.environ, {"A2RL_REQUIRE_GPU": "1"}):
-            done = grade(base_dir(), out_dir)
-        self.assertEqual(done.returncode, 3)  # hflm.grading's: the reason is the log's last line, for get_score
-        self.assertRegex(done.stderr.strip().splitlines()[-1],
+        status, stderr = grade_in_process(base_dir(), out_dir, A2RL_REQUIRE_GPU="1")
+        self.assertEqual(status, 3)  # hflm.grading's: the reason is the log's last line, for get_score
+        self.assertRegex(stderr.strip().splitlines()[-1],
                          r"^grading failed: GPU unavailable: this job was given GPUs but cannot use them, and will not fall back to CPU: "
                          r".*CPU build; build the GPU runtime on this host: A2RL_FULL_GPU=1 sh scripts/setup.sh")
         self.assertFalse(os.path.exists(os.path.join(out_dir, "result.json")))

@@ -16,13 +16,15 @@ each takes, its searchable receptacles and appliances, the desk's lamp), in ALFW
 split is out of distribution. The prompt file's examples are the stand-in expert's episodes on games of neither
 split, written as ReAct's are ("> action" then the feedback, one line each); not ReAct's own text.
 
-The smoke profile (what the CPU smoke oracle learns from, within minutes on 2 CPUs): every room has the same five
-receptacles (cabinet, countertop, desk, drawer, shelf) and the three appliances, listed in that order, and holds only
-the goal's object (and the desk's lamp); each task type has one goal (SMOKE_GOALS), so that a game asks what its type
-does and differs from the others by where the object lies. An episode is short (at most 9 steps) and the policy is
-closed-loop but local: search in the room's order until the object is in view, take it from there, treat it at the
-type's appliance, put it at the type's destination (or use the lamp). valid_unseen's games are new layout seeds of
-the same goals; with five places at most per type, most of them are layouts some train game has too. Its base model
+The smoke profile (what the CPU smoke oracle learns from, within minutes on 2 CPUs): every room has the three
+appliances, then the same four receptacles, none closed (countertop, desk, dresser, shelf; the goal's destination
+first, so searched last), and holds only the goal's object (and the desk's lamp); each task type has one goal
+(SMOKE_GOALS), so that a game asks what its type does and differs from the others by where the object lies. An
+episode is short ("look", then at most 8 steps; a game not won ends after SMOKE_STEP_LIMIT steps) and the policy is
+closed-loop but local: search from the end of the room's listing until the object is in view, take it from there,
+treat it at the type's appliance, put it at the type's destination (or use the lamp). valid_unseen's 16 games (8 a
+half: the gradings are most of the smoke's cost) are new layout seeds of the same goals; with four places at most per
+type, they are layouts some train game has too. Its base model
 (SMOKE_MODEL) is a tiny Qwen2 whose output layer was trained for a few seconds to answer every step with "inventory",
 as a base that answers and stops: it wins no game, and since it ends each action with a newline its 50-step games
 cost little.
@@ -43,14 +45,18 @@ sys.path.append(os.path.join(TASKS, "hflm", "standins", "alfworld"))
 SMOKE_MODEL = "a2rl-fixture/smoke-alfworld"
 DATA = "alfworld"  # the snapshot's copy of $ALFWORLD_DATA
 PROMPTS = "github/ysymyth/ReAct/prompts/alfworld_3prompts.json"
-COUNTS = {"default": {"train": 8, "valid_unseen": 4}, "smoke": {"train": 300, "valid_unseen": 24}}
-SMOKE_RECEPTACLES = ["cabinet", "countertop", "desk", "drawer", "shelf"]
+COUNTS = {"default": {"train": 8, "valid_unseen": 4}, "smoke": {"train": 300, "valid_unseen": 16}}
+# No openable receptacle (ALFWorld's cabinets and drawers start closed): a smoke episode stays within 9 steps.
+SMOKE_RECEPTACLES = ["countertop", "desk", "dresser", "shelf"]
+# A smoke game not won after this many steps ends (the stand-in's step_limit; the env's own is the reference's 50):
+# twice the expert's longest episode, so that a game a policy loses costs 20 steps of the grading, not 50.
+SMOKE_STEP_LIMIT = 20
 # The smoke profile's one goal per task type (object, destination): what a game asks is its type's, so the model
 # learns to search, take what it finds and treat and place it by the type, never to copy words from the goal line (a
 # 2-layer model did not within minutes). pick_two has prompt examples (the prompt file is ReAct's full set) and no
 # games: its second object, "mug 2", was the one copy from the feedback the model kept getting wrong.
-SMOKE_GOALS = {"pick_and_place": ("book", "cabinet"), "pick_clean_then_place": ("plate", "countertop"),
-               "pick_heat_then_place": ("egg", "shelf"), "pick_cool_then_place": ("lettuce", "drawer"),
+SMOKE_GOALS = {"pick_and_place": ("book", "desk"), "pick_clean_then_place": ("plate", "countertop"),
+               "pick_heat_then_place": ("egg", "shelf"), "pick_cool_then_place": ("lettuce", "dresser"),
                "look_at_obj_in_light": ("pen", None), "pick_two_obj_and_place": ("vase", "desk")}
 SMOKE_GAME_TYPES = [t for t in SMOKE_GOALS if t != "pick_two_obj_and_place"]
 PROMPT_CANDIDATES = {"default": 12, "smoke": 40}
@@ -81,14 +87,15 @@ def micro_world():
 
 def make_game(world, rng, task_type, obj, dest, fixed):
     """One stand-in game: receptacles (the room's listing), contents, the goal."""
-    if fixed:
-        searchable = list(SMOKE_RECEPTACLES)
+    if fixed:  # the destination listed first, so searched last: the object never lies there, and the search is shorter
+        searchable = sorted(SMOKE_RECEPTACLES, key=lambda r: r != dest)
     else:
         others = [r for r in world.SEARCHABLE if r not in (dest, world.LAMP_AT)]
         searchable = sorted({world.LAMP_AT, *([dest] if dest else []), *rng.sample(others, world.N_SEARCHABLE - 2)})
         searchable = searchable[: world.N_SEARCHABLE]
     appliances = [world.APPLIANCES[k] for k in ("heat", "cool", "clean")]
-    receptacles = [f"{r} 1" for r in searchable + appliances]
+    # Appliances first: the expert searches from the end of the listing, as upstream's does where no prior applies.
+    receptacles = [f"{r} 1" for r in appliances + searchable]
     contents = {r: [] for r in receptacles}
     contents[f"{world.LAMP_AT} 1"].append("desklamp 1")
     places = [f"{r} 1" for r in searchable if r != dest]  # never where it must go: the game would start won
@@ -98,8 +105,9 @@ def make_game(world, rng, task_type, obj, dest, fixed):
     if not fixed:  # the smoke profile's rooms hold only the goal's objects (and the lamp)
         for other in rng.sample([o for o in world.ALL_OBJECTS if o != obj], rng.randint(1, 3)):
             contents[rng.choice([f"{r} 1" for r in searchable])].append(f"{other} 1")
-    return {"task_type": TYPE_NAMES[task_type], "object": obj, "destination": f"{dest} 1" if dest else None,
+    game = {"task_type": TYPE_NAMES[task_type], "object": obj, "destination": f"{dest} 1" if dest else None,
             "receptacles": receptacles, "contents": contents}
+    return {**game, "step_limit": SMOKE_STEP_LIMIT} if fixed else game
 
 
 def triples(world, fixed):

@@ -26,7 +26,6 @@ sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, HERE)  # for the fixtures
 sys.path.append(os.path.join(TASKS, "hflm", "standins"))  # after site-packages: a real alfworld wins
 
-import fixture_hub  # noqa: E402
 import fixture_smoke_alfworld  # noqa: E402
 from hflm import alfworld, assets  # noqa: E402
 
@@ -35,7 +34,7 @@ HUB = HOME = None
 
 def setUpModule():
     global HUB, HOME
-    HUB = fixture_hub.write(tempfile.mkdtemp(prefix="alfworld-hub-"))  # alfworld's default games
+    HUB = fixture_smoke_alfworld.write(tempfile.mkdtemp(prefix="alfworld-hub-"))  # alfworld's default games, no other task's
     HOME = tempfile.mkdtemp(prefix="alfworld-home-")
     assets.prepare("alfworld", HOME, fixture_smoke_alfworld.write_tiny_model(HUB), HUB)
 
@@ -127,19 +126,29 @@ class UpstreamSurfaceTest(unittest.TestCase):
         again = env.step(["look"] * n)
         self.assertEqual(again[0], obs)
 
+    def test_a_batch_is_one_process_with_an_env_per_game(self):
+        import psutil
+
+        env, n = alfworld.open_games(data_root(), "train")
+        before = psutil.Process().children(recursive=True)
+        obs, infos = env.reset()
+        obs, _, _, infos = env.step(["look"] * n)
+        self.assertEqual(psutil.Process().children(recursive=True), before)  # upstream's textworld.gym forks one per game
+        self.assertEqual((len(obs), len(set(infos["extra.gamefile"]))), (n, n))
+
     def test_fifty_steps_end_a_game_that_is_not_won(self):
         env, n = alfworld.open_games(data_root(), "train", limit=1)
         env.reset()
         dones = [env.step(["look"])[2][0] for _ in range(alfworld.MAX_STEPS)]
         self.assertEqual(dones, [False] * 49 + [True])
 
-    def test_a_real_game_file_is_refused_with_what_to_do(self):
+    def test_a_game_file_of_neither_kind_is_refused_with_what_to_do(self):
         from alfworld.agents.environment.alfred_tw_env import load_game
 
         with tempfile.NamedTemporaryFile("w", suffix=".tw-pddl", delete=False) as f:
             json.dump({"pddl_domain": "...", "grammar": "...", "pddl_problem": "...", "solvable": True}, f)
         try:
-            with self.assertRaisesRegex(ValueError, "install alfworld and textworld"):
+            with self.assertRaisesRegex(ValueError, "neither a stand-in game nor an ALFWorld game.tw-pddl"):
                 load_game(f.name)
         finally:
             os.unlink(f.name)
@@ -243,7 +252,7 @@ class RolloutsTest(unittest.TestCase):
 
 class SmokeProfileTest(unittest.TestCase):
     """The smoke profile's games are what its README section says a tiny model learns: one goal per type, nothing in
-    the rooms but the goal's object and the lamp, the expert done within 9 steps."""
+    the rooms but the goal's object and the lamp, the expert done within 9 steps, a game lost ended at its step limit."""
 
     def test_one_goal_per_type_only_its_object_short_expert_episodes(self):
         import random
@@ -260,6 +269,21 @@ class SmokeProfileTest(unittest.TestCase):
                 _, steps = fixture_smoke_alfworld.expert_episode(game)
                 if task_type in fixture_smoke_alfworld.SMOKE_GAME_TYPES:
                     self.assertLessEqual(len(steps), 9, (task_type, seed))
+
+    def test_a_smoke_game_not_won_ends_at_its_step_limit(self):
+        import random
+
+        from alfworld.agents.environment.alfred_tw_env import BatchEnv
+
+        game = fixture_smoke_alfworld.make_game(fixture_smoke_alfworld.micro_world(), random.Random(0), "pick_and_place",
+                                                "book", "desk", fixed=True)
+        with tempfile.NamedTemporaryFile("w", suffix=".tw-pddl", delete=False) as f:
+            json.dump({"solvable": True, "standin": game}, f)
+        self.addCleanup(os.unlink, f.name)
+        env = BatchEnv([f.name], 1, alfworld.MAX_STEPS, expert_plan=False)
+        env.reset()
+        dones = [env.step(["look"])[2][0] for _ in range(fixture_smoke_alfworld.SMOKE_STEP_LIMIT)]
+        self.assertEqual(dones, [False] * (fixture_smoke_alfworld.SMOKE_STEP_LIMIT - 1) + [True])
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ This machine has no GPU and a CPU build of torch: what a GPU host does is covere
 answers (hflm.gpu.unusable_reason, hflm.gpu.capabilities) and for vLLM; bench/gpu-check.sh runs the real thing.
 """
 
+import contextlib
 import importlib.abc
+import io
 import os
 import subprocess
 import sys
@@ -94,9 +96,9 @@ class NoSilentCpuFallback(unittest.TestCase):
             sys.meta_path.remove(finder)
 
     def test_the_probe_stops_at_the_first_failed_check_with_the_reason(self):
-        child = python(["-m", "hflm.gpu"])
-        self.assertEqual(child.returncode, 1, child.stderr)
-        lines = child.stdout.splitlines()
+        out = io.StringIO()  # python -m hflm.gpu's stdout; its exit status is what probe returns
+        self.assertEqual(gpu.probe(out), 1)
+        lines = out.getvalue().splitlines()
         self.assertRegex(lines[0], r"^ok torch .* \(CUDA none: a CPU build\)$")
         self.assertRegex(lines[1], r"^FAILED GPU: this runtime's torch .* is a CPU build; build the GPU runtime")
         self.assertEqual(len(lines), 2)
@@ -104,30 +106,38 @@ class NoSilentCpuFallback(unittest.TestCase):
 
 class GradingFailsWithTheReason(unittest.TestCase):
     """hflm.grading.per_split ends a grading that cannot decode on its GPU with the reason as its log's last line,
-    which the server shows in get_score (a failed baseline's too)."""
+    which the server shows in get_score (a failed baseline's too). Run in this process: the grading's exit status is
+    the SystemExit it raises, its log what it writes to stderr."""
 
     def grade(self, failure):
-        code = ("import sys; from hflm import grading, gpu; import torch\n"
-                f"def complete(rows): raise {failure}\n"
-                "grading.per_split({'public': [1], 'private': [2]}, complete)\n")
-        return python(["-c", code])
+        """(exit status, stderr) of a grading whose decoding raises failure."""
+        from hflm import grading
+
+        def complete(rows):
+            raise failure
+
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as ended:
+            grading.per_split({"public": [1], "private": [2]}, complete)
+        return ended.exception.code, stderr.getvalue()
 
     def test_a_gpu_it_cannot_use(self):
-        child = self.grade("gpu.GpuUnavailable('this job was given GPUs but cannot use them: no device nodes')")
-        self.assertEqual(child.returncode, 3, child.stderr)
-        self.assertEqual(child.stderr.strip().splitlines()[-1],
+        status, stderr = self.grade(gpu.GpuUnavailable("this job was given GPUs but cannot use them: no device nodes"))
+        self.assertEqual(status, 3, stderr)
+        self.assertEqual(stderr.strip().splitlines()[-1],
                          "grading failed: GPU unavailable: this job was given GPUs but cannot use them: no device nodes")
 
     def test_out_of_gpu_memory(self):
-        child = self.grade("torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 GiB')")
-        self.assertEqual(child.returncode, 3, child.stderr)
-        self.assertRegex(child.stderr.strip().splitlines()[-1],
+        import torch
+
+        status, stderr = self.grade(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+        self.assertEqual(status, 3, stderr)
+        self.assertRegex(stderr.strip().splitlines()[-1],
                          r"^grading failed: out of GPU memory while decoding \(CUDA out of memory\. Tried to allocate 2\.00 GiB\); grade on a GPU with more memory")
 
     def test_any_other_error_is_raised_as_it_is(self):
-        child = self.grade("ValueError('a bug')")
-        self.assertEqual(child.returncode, 1)
-        self.assertTrue(child.stderr.strip().endswith("ValueError: a bug"), child.stderr)
+        with self.assertRaisesRegex(ValueError, "^a bug$"):
+            self.grade(ValueError("a bug"))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ TASKS = os.path.dirname(TASK)
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for fixture_smoke_humaneval
 
+import fixture_grader  # noqa: E402
 import fixture_smoke_humaneval  # noqa: E402
 from hflm import assets, humaneval  # noqa: E402
 
@@ -141,10 +142,12 @@ class GeneratorTest(unittest.TestCase):
         with open(os.path.join(submitted, "pytorch_model.bin"), "wb") as f:
             f.write(b"not really a pickle")
         out_dir = self.scratch()
-        done = generate(submitted, out_dir, EVAL)
-        self.assertEqual(done.returncode, 2, done.stderr)
-        self.assertIn("invalid checkpoint: [pickled_weights]", done.stderr)
-        self.assertIn("safe_serialization=True", done.stderr)
+        argv = ["--checkpoint", submitted, "--base", base_dir(), "--base-id", MODEL, "--eval-dir", EVAL,
+                "--out", os.path.join(out_dir, "items.jsonl")]
+        status, stderr = fixture_grader.run_main(GRADER, argv)  # in this process: a refusal needs no interpreter of its own
+        self.assertEqual(status, 2, stderr)
+        self.assertIn("invalid checkpoint: [pickled_weights]", stderr)
+        self.assertIn("safe_serialization=True", stderr)
         self.assertFalse(os.path.exists(os.path.join(out_dir, "items.jsonl")))
 
 

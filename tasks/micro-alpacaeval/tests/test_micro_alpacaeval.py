@@ -210,15 +210,16 @@ class Grading(unittest.TestCase):
             self.assertTrue(2 <= result[split]["win_rate"] <= 20, result)
 
     def test_a_context_too_short_for_the_responses_exits_2(self):
+        from microlm import GPT, GPTConfig, checkpoint
+
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "responses.jsonl")
             small = os.path.join(d, "small")
-            code = ("from microlm import GPT, GPTConfig, checkpoint; "
-                    f"checkpoint.save(GPT(GPTConfig(context_len=64, n_layer=1, d_model=32, n_head=2)), {small!r})")
-            self.assertEqual(run(["-c", code]).returncode, 0)
-            proc = run(["grader/generate.py", "--checkpoint", small, "--eval-dir", "eval", "--out", out])
-            self.assertEqual(proc.returncode, 2)
-            self.assertIn("context_len", proc.stderr)
+            checkpoint.save(GPT(GPTConfig(context_len=64, n_layer=1, d_model=32, n_head=2)), small)
+            # In this process (a refusal stops before any decoding): the grader's exit status and stderr.
+            status, _, stderr = T.run_inline([T.path("grader", "generate.py"), "--checkpoint", small, "--eval-dir", T.path("eval"), "--out", out])
+            self.assertEqual(status, 2)
+            self.assertIn("context_len", stderr)
             self.assertFalse(os.path.exists(out))
 
     def test_rollouts_carry_what_the_judge_needs(self):

@@ -73,7 +73,14 @@ def map_action_to_html(action, **kwargs):
             clicks.append((item['asin'].lower(), {"kind": "product-link"}))
         return Page(texts, clicks)
     if action_name == 'click' and action_arg == END_BUTTON:
-        return Page(["Thank you for shopping with us!", "Your score (min 0.0, max 1.0)", str(kwargs['reward'])])
+        # done_page.html's texts: its display:none block is text too (upstream's tag_visible reads tags, not CSS), and
+        # the env passes none of goal, mturk_code, purchased_attrs, category, query, product_category, reward_info.
+        return Page(["Thank you for shopping with us!", "Your code:", "None", "(Paste it in your MTurk interface.)",
+                     "Purchased", "asin", kwargs['asin'], "options", tojson(kwargs['options']), "attrs", "None",
+                     "category", "None", "query", "None", "product category", "None", "Target", "asin", "options",
+                     "attrs", "price upper", "instuction text", "category", "product category", "query", "Goal",
+                     "None", "Reward", "Your score (min 0.0, max 1.0)", str(kwargs['reward']), "Reward Details",
+                     "None"])
     sub_page = [*instruction, BACK_TO_SEARCH, PREV_PAGE]
     sub_clicks = [button(BACK_TO_SEARCH), button(PREV_PAGE)]
     info = kwargs.get('product_info')
@@ -104,6 +111,12 @@ def map_action_to_html(action, **kwargs):
         clicks.append(button(END_BUTTON))
         return Page(texts, clicks + options)
     raise ValueError('Action name not recognized.')
+
+
+def tojson(value):
+    """Flask's tojson filter: sorted keys, ASCII, and <, >, &, ' escaped for HTML."""
+    text = json.dumps(value, sort_keys=True)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("'", "\\u0027")
 
 
 def parse_action(action):

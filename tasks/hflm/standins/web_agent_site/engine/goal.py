@@ -4,11 +4,12 @@ Goals as upstream makes them: a synthetic goal per product with an instruction a
 ("<instruction> with <option>: <value>, and ...", then ", and price lower than X dollars" from Python's global random),
 a human goal per human instruction; weights as upstream's. The reward is upstream's formula: (attributes matched +
 options matched + price under the bound) / (attributes + options + 1), times the type reward (query, category,
-title nouns). Two parts are approximated without upstream's libraries: spaCy's noun tagging of titles (here: the
-title's words of two or more letters that are not function words) and thefuzz's token_set_ratio (here the same
-algorithm on an Indel-distance ratio, rapidfuzz's, written in Python).
+title nouns). spaCy's noun tagging of titles is approximated (here: the title's words of two or more letters that are
+not function words); thefuzz's token_set_ratio is thefuzz 0.19's, WebShop's pin, on difflib's SequenceMatcher as
+thefuzz 0.19 runs without python-Levenshtein (thefuzz 0.20 and later score on rapidfuzz's Indel ratio, which differs).
 """
 
+import difflib
 import itertools
 import random
 import re
@@ -116,39 +117,34 @@ def get_type_reward(purchased_product, goal):
     return dict(r_type=r_type, query_match=query_match, category_match=category_match, title_score=title_score)
 
 
+# thefuzz 0.19's full_process: Latin-1's upper half dropped, the rest of each non-word character a space.
+LATIN1_UPPER_HALF = {c: None for c in range(128, 256)}
+NON_WORD = re.compile(r"(?ui)\W")
+
+
 def _process(text):
-    """thefuzz's full_process: lower-cased, every non-alphanumeric character a space, stripped."""
-    return re.sub(r"[^0-9a-z]+", " ", str(text).lower()).strip()
+    return NON_WORD.sub(" ", str(text).translate(LATIN1_UPPER_HALF)).lower().strip()
 
 
 def _ratio(a, b):
-    """rapidfuzz's fuzz.ratio: 100 * (1 - Indel distance / total length), Indel by the longest common subsequence."""
-    if not a and not b:
-        return 100.0
-    previous = [0] * (len(b) + 1)
-    for ca in a:
-        current = [0]
-        for j, cb in enumerate(b):
-            current.append(previous[j] + 1 if ca == cb else max(previous[j + 1], current[j]))
-        previous = current
-    return 100.0 * 2 * previous[-1] / (len(a) + len(b))
+    """thefuzz 0.19's fuzz.ratio without python-Levenshtein (WebShop's install): difflib's, rounded."""
+    if a == b:
+        return 100
+    if not a or not b:
+        return 0
+    return int(round(100 * difflib.SequenceMatcher(None, a, b).ratio()))
 
 
 def token_set_ratio(s1, s2):
-    """thefuzz's fuzz.token_set_ratio (rapidfuzz's algorithm), rounded as thefuzz rounds it."""
-    tokens_a, tokens_b = set(_process(s1).split()), set(_process(s2).split())
-    if not tokens_a or not tokens_b:
+    """thefuzz 0.19's fuzz.token_set_ratio: the best ratio among the shared tokens and each side's tokens, sorted."""
+    p1, p2 = _process(s1), _process(s2)
+    if not p1 or not p2:
         return 0
+    tokens_a, tokens_b = set(p1.split()), set(p2.split())
     intersect = " ".join(sorted(tokens_a & tokens_b))
-    diff_ab, diff_ba = " ".join(sorted(tokens_a - tokens_b)), " ".join(sorted(tokens_b - tokens_a))
-    if intersect and (not diff_ab or not diff_ba):
-        return 100
-    combined_ab = (intersect + " " + diff_ab).strip()
-    combined_ba = (intersect + " " + diff_ba).strip()
-    best = _ratio(combined_ab, combined_ba)
-    if intersect:
-        best = max(best, _ratio(intersect, combined_ab), _ratio(intersect, combined_ba))
-    return int(round(best))
+    combined_ab = (intersect + " " + " ".join(sorted(tokens_a - tokens_b))).strip()
+    combined_ba = (intersect + " " + " ".join(sorted(tokens_b - tokens_a))).strip()
+    return max(_ratio(intersect, combined_ab), _ratio(intersect, combined_ba), _ratio(combined_ab, combined_ba))
 
 
 def get_attribute_reward(purchased_product, goal):

@@ -5,18 +5,22 @@
 
 The stand-in's own index, built in memory from the same documents upstream's index is built from. Both the documents'
 "contents" and the query go through Anserini's DefaultEnglishAnalyzer, which is Lucene's EnglishAnalyzer (`analyse`):
-StandardTokenizer (Unicode word boundaries, UAX #29: the `regex` module's WORD boundaries), EnglishPossessiveFilter
-(a trailing 's dropped), LowerCaseFilter, StopFilter (Lucene's 33 English stop words) and PorterStemFilter (Martin
-Porter's reference algorithm, which is NLTK's PorterStemmer in MARTIN_EXTENSIONS mode; Snowball's "porter" is the
-published algorithm and differs from Lucene's on -bli, -logi and two-letter words). The query is Anserini's bag of
-words: one clause per distinct term, boosted by its count. Scores are Lucene 8's BM25 with pyserini's k1 0.9, b 0.4:
-idf log(1 + (N - df + 0.5) / (df + 0.5)), the document's length as Lucene stores it (one byte, SmallFloat.intToByte4,
-so long documents share lengths), average length over the true lengths, float32 arithmetic; ties go to the smaller id
-(Anserini sorts ties by the id field). Not reproduced: the last bits of Lucene's float summation order.
+StandardTokenizer (Unicode word boundaries, UAX #29: the `regex` module's WORD boundaries; a token longer than 255
+characters cut into pieces of 255), EnglishPossessiveFilter (a trailing 's dropped), LowerCaseFilter, StopFilter
+(Lucene's 33 English stop words) and PorterStemFilter (Martin Porter's reference algorithm, which is NLTK's
+PorterStemmer in MARTIN_EXTENSIONS mode; Snowball's "porter" is the published algorithm and differs from Lucene's on
+-bli, -logi and two-letter words). The query is Anserini's bag of words: one clause per distinct term, boosted by its
+count. Scores are Lucene 8's BM25Similarity with pyserini's k1 0.9, b 0.4, in Lucene's float32 operations:
+idf log(1 + (N - df + 0.5) / (df + 0.5)) over the N documents that have a term, weight boost * idf, a document's
+length as Lucene's norms keep it (one byte, SmallFloat.intToByte4, so long documents share lengths), the average over
+the true lengths, a term's score weight - weight / (1 + freq * 1 / (k1 * (1 - b + b * length / avgdl))), the clauses
+summed in double and rounded to float32; ties go to the smaller id (Anserini sorts ties by the id field). Measured
+against Lucene 8.8.1 itself: tasks/hflm/tests/test_webshop_lucene.py.
 """
 
 import functools
 import json
+import math
 import os
 from collections import Counter, defaultdict
 
@@ -32,6 +36,7 @@ BOUNDARY = regex.compile(r"\b", flags=regex.WORD | regex.V1)
 WORD_CHARACTER = regex.compile(r"[\p{L}\p{N}]", flags=regex.V1)
 POSSESSIVE = ("'s", "'S", "\u2019s", "\u2019S", "\uff07s", "\uff07S")
 PORTER = PorterStemmer(PorterStemmer.MARTIN_EXTENSIONS)
+MAX_TOKEN_LENGTH = 255  # StandardTokenizer's: a longer token is cut into pieces this long
 
 
 @functools.lru_cache(maxsize=1 << 20)
@@ -42,14 +47,16 @@ def stem(word):
 def analyse(text):
     """The terms Lucene's EnglishAnalyzer makes of text, in order."""
     terms = []
-    for token in BOUNDARY.split(text):
-        if not WORD_CHARACTER.search(token):
+    for word in BOUNDARY.split(text):
+        if not WORD_CHARACTER.search(word):
             continue
-        if token.endswith(POSSESSIVE):
-            token = token[:-2]
-        token = token.lower()
-        if token and token not in STOP_WORDS:
-            terms.append(stem(token))
+        for start in range(0, len(word), MAX_TOKEN_LENGTH):
+            token = word[start:start + MAX_TOKEN_LENGTH]
+            if token.endswith(POSSESSIVE):
+                token = token[:-2]
+            token = token.lower()
+            if token and token not in STOP_WORDS:
+                terms.append(stem(token))
     return terms
 
 
@@ -77,19 +84,22 @@ def encode_length(length):
 
 
 class LuceneBM25:
-    """search(query, k) -> the k best documents' ids, as pyserini's LuceneSearcher ranks them."""
+    """search(query, k) -> the k best documents' ids, as pyserini's LuceneSearcher ranks them; scored(query, k) -> the
+    same with Lucene's float32 scores."""
 
     def __init__(self, documents_path):
         if not os.path.isfile(documents_path):
             raise FileNotFoundError(f"{documents_path} is missing: the stand-in searches upstream's index documents "
                                     "(search_engine/convert_product_file_format.py's output); prepare the task again")
         self.ids, norms, postings = [], [], defaultdict(lambda: ([], []))
-        total = 0
+        total = with_terms = 0
         with open(documents_path, encoding="utf-8") as f:
             for line in f:
                 if not line.strip():
                     continue
                 doc = json.loads(line)
+                if not doc["contents"].strip():
+                    continue  # Anserini skips a blank document
                 terms = analyse(doc["contents"])
                 for term, count in Counter(terms).items():
                     docs, freqs = postings[term]
@@ -98,28 +108,37 @@ class LuceneBM25:
                 self.ids.append(doc["id"])
                 norms.append(encode_length(len(terms)))
                 total += len(terms)
-        n = len(self.ids)
-        self.postings = {t: (np.array(d, dtype=np.int64), np.array(f, dtype=np.float32)) for t, (d, f) in postings.items()}
-        average = np.float32(total / n) if n else np.float32(1)
-        # Lucene's per-norm cache: k1 * (1 - b + b * length / avgdl), in float32.
-        cache = (np.float32(K1) * ((np.float32(1 - B)) + np.float32(B) * LENGTH_TABLE.astype(np.float32) / average)).astype(np.float32)
-        self.length_factor = cache[np.array(norms, dtype=np.int64)] if n else np.zeros(0, dtype=np.float32)
-        self.idf = {t: np.float32(np.log(1 + (n - len(d) + 0.5) / (len(d) + 0.5))) for t, (d, _f) in self.postings.items()}
-        self.order = np.argsort(np.array(self.ids, dtype=object), kind="stable") if n else np.zeros(0, dtype=np.int64)
-        self.id_rank = np.empty(n, dtype=np.int64)
-        self.id_rank[self.order] = np.arange(n)
+                with_terms += bool(terms)
+        # Lucene's collection statistics count the documents that have the field, i.e. a term.
+        average = np.float32(total / with_terms) if with_terms else np.float32(1)
+        one, k1, b = np.float32(1), np.float32(K1), np.float32(B)
+        # BM25Similarity's per-norm cache, in its float32 operations: 1 / (k1 * ((1 - b) + b * length / avgdl)).
+        inverse = one / (k1 * ((one - b) + b * LENGTH_TABLE.astype(np.float32) / average))
+        norm_inverse = inverse[np.array(norms, dtype=np.int64)]
+        # Per term: its documents, 1 + freq * normInverse (the query-independent part of a term's score) and its idf.
+        self.postings = {}
+        for term, (d, f) in postings.items():
+            docs = np.array(d, dtype=np.int64)
+            self.postings[term] = (docs, one + np.array(f, dtype=np.float32) * norm_inverse[docs],
+                                   np.float32(math.log(1 + (with_terms - len(d) + 0.5) / (len(d) + 0.5))))
+        self.id_rank = np.empty(len(self.ids), dtype=np.int64)
+        self.id_rank[np.argsort(np.array(self.ids, dtype=object), kind="stable")] = np.arange(len(self.ids))
 
-    def search(self, query, k=10):
-        scores = np.zeros(len(self.ids), dtype=np.float64)
+    def scored(self, query, k=10):
+        """[(id, score)] of the k best documents for query, best first, ties by id."""
+        scores = np.zeros(len(self.ids), dtype=np.float64)  # Lucene sums a document's clauses in double
         hit = np.zeros(len(self.ids), dtype=bool)
         for term, boost in Counter(analyse(query)).items():
             if term not in self.postings:
                 continue
-            docs, freqs = self.postings[term]
-            weight = np.float32(boost) * self.idf[term]
-            scores[docs] += (weight * (freqs / (freqs + self.length_factor[docs]))).astype(np.float32)
+            docs, denominator, idf = self.postings[term]
+            weight = np.float32(boost) * idf
+            scores[docs] += weight - weight / denominator
             hit[docs] = True
         found = np.flatnonzero(hit)
         final = scores[found].astype(np.float32)
-        ranked = found[np.lexsort((self.id_rank[found], -final))]
-        return [self.ids[i] for i in ranked[:k]]
+        best = np.lexsort((self.id_rank[found], -final))[:k]
+        return [(self.ids[found[i]], float(final[i])) for i in best]
+
+    def search(self, query, k=10):
+        return [doc_id for doc_id, _score in self.scored(query, k)]

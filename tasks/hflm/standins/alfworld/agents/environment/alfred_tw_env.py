@@ -6,12 +6,14 @@ traj_data.json + game.tw-pddl pairs, keeps the solvable games of the configured 
 textworld.gym: a batch env whose reset() loads the next batch_size games of a cycle shuffled with seed 1234
 (textworld's TextworldBatchGymEnv), and whose step() takes a list of commands and returns tuples of observations,
 scores and dones and a dict of lists of infos, a finished game repeating its last state. The step limit is
-dagger.training.max_nb_steps_per_episode (rl.training.… under DQN). Here the same, without TextWorld: each game
-file's "standin" section is played by alfworld.household.
+dagger.training.max_nb_steps_per_episode (rl.training.… under DQN). Here the same, without TextWorld and in one
+process (upstream's textworld.gym forks one per game, asynchronous=True): each game file's "standin" section, or a
+real game's PDDL problem (pddl_game), is played by alfworld.household.
 """
 
 import json
 import os
+import re
 
 import numpy as np
 
@@ -72,12 +74,71 @@ class AlfredTWEnv(object):
 
 
 def load_game(game_file):
+    """The Household of a game file: the project's stand-in game, or a real one (alfworld-download's game.tw-pddl
+    beside its traj_data.json) read from its PDDL problem by pddl_game."""
     with open(game_file) as f:
         data = json.load(f)
-    if "standin" not in data:
-        raise ValueError(f"{game_file} is a real ALFWorld game (PDDL), which the alfworld stand-in cannot play: "
-                         "install alfworld and textworld into the runtime, or prepare the task from the fixture")
-    return Household(data["standin"])
+    if "standin" in data:
+        return Household(data["standin"])
+    traj_file = os.path.join(os.path.dirname(game_file), "traj_data.json")
+    if "pddl_problem" not in data or not os.path.exists(traj_file):
+        raise ValueError(f"{game_file} is neither a stand-in game nor an ALFWorld game.tw-pddl beside its "
+                         "traj_data.json: download the games again (alfworld-download) or prepare from the fixture")
+    with open(traj_file) as f:
+        traj = json.load(f)
+    return Household(pddl_game(data["pddl_problem"], traj, data.get("grammar", "")))
+
+
+FACT = re.compile(r"\(\s*([A-Za-z]+)((?:\s+[^\s()]+)+)\s*\)")
+
+
+def entity_names(ids):
+    """{PDDL id: name} as upstream's Demangler names them (alfworld/agents/utils/misc.py): the id's type (before the
+    first "_bar_", lower case, "basin" added for a basin), numbered from the end of the sorted ids ("cabinet 1" is
+    the last cabinet in sorted order)."""
+    def base(i):
+        return i.split("_bar_", 1)[0] + ("basin" if "basin" in i else "")
+
+    ordered = sorted(ids)
+    counts = {}
+    for i in ordered:
+        counts[base(i)] = counts.get(base(i), 0) + 1
+    names = {}
+    for i in ordered:
+        names[i] = f"{base(i)} {counts[base(i)]}"
+        counts[base(i)] -= 1
+    return names
+
+
+def pddl_game(problem, traj, grammar=""):
+    """A stand-in game from a real game's PDDL problem (its :init facts) and traj_data.json's task."""
+    facts = [(m[1].lower(), m[2].lower().split()) for m in FACT.finditer(problem.split("(:goal", 1)[0])]
+    of = {}
+    for name, args in facts:
+        of.setdefault(name, []).append(args)
+    receptacles = [a[0] for a in of.get("receptacletype", [])]
+    inside = of.get("inreceptacle", [])
+    objects = [a[0] for a in of.get("objecttype", [])]
+    if not receptacles or not inside:
+        raise ValueError("the game's PDDL problem has no (receptacleType ...) or (inReceptacle ...) facts: "
+                         "is it alfworld-download's game.tw-pddl?")
+    names = entity_names(set(receptacles) | set(objects) | {i for pair in inside for i in pair})
+    listed = sorted(receptacles)  # TextWorld lists entities in id order: "a cabinet 3, a cabinet 2, a cabinet 1, ..."
+    contents = {names[r]: [] for r in listed}
+    for obj, r in sorted(inside):
+        contents[names[r]].append(names[obj])
+    params = traj["pddl_params"]
+    target, parent = params["object_target"].lower(), (params.get("parent_target") or "").lower()
+    of_parent = [names[r] for r in listed if names[r].rsplit(" ", 1)[0] == parent]
+    toggles = sorted(names[a[0]] for a in of.get("toggleable", []))
+    task = re.search(r"Your task is to: ([^\"\n]*)", grammar)
+    return {"task_type": traj["task_type"], "object": target, "destination": of_parent[-1] if of_parent else None,
+            "receptacles": [names[r] for r in listed], "contents": contents,
+            "openable": [names[a[0]] for a in of.get("openable", [])],
+            "fixed": sorted(names[o] for o in objects if [o] not in of.get("pickupable", [])),
+            "lamp": next((t for t in toggles if t.startswith((params.get("toggle_target") or "desklamp").lower())),
+                         "desklamp 1"),
+            "task": task[1] if task else None}
 
 
 def shuffled_cycle(items, rng):
@@ -129,7 +190,8 @@ class BatchEnv:
                 continue
             feedback = game.step(command)
             self.steps[i] += 1
-            done = game.won or self.steps[i] >= self.max_steps
+            # A stand-in game may end sooner ("step_limit", the project's smoke games): not upstream's, which has none.
+            done = game.won or self.steps[i] >= min(self.max_steps, game.game.get("step_limit") or self.max_steps)
             results.append((feedback, float(game.won), done))
         self.last = results
         obs, scores, dones = (tuple(r[k] for r in results) for k in range(3))
