@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
@@ -19,6 +19,7 @@ import { leaderboardPage } from '../src/view/leaderboard-page.js';
 import { BoardStream } from '../src/view/streams.js';
 import { runPage } from '../src/view/run-page.js';
 import { runsPage } from '../src/view/runs-page.js';
+import { viewToken } from '../src/view/token.js';
 import { createView } from '../src/view/worker-proxy.js';
 import { cliEntry } from '../src/util/paths.js';
 import { startInProcess } from './helpers/in-process.js';
@@ -277,7 +278,48 @@ describe('a store of 10³ runs (issue 49)', () => {
       await live.close();
     }
   });
+
+  it('the view’s process ends with the server that forked it, even one killed with SIGKILL, and holds no token in its command line', async () => {
+    const server = spawn(process.execPath, [cliEntry, '--home', home, 'view', '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    server.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const exited = new Promise((resolve) => server.once('exit', resolve));
+    try {
+      // The view is forked with the server, before any page: found among the server's children once it listens.
+      const viewPid = await vi.waitFor(
+        () => {
+          expect(stderr).toContain('a2rl: view at ');
+          const children = readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, 'utf8').trim().split(' ');
+          const view = children.find((pid) => pid !== '' && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('view/worker.js'));
+          expect(view).toBeDefined();
+          return Number(view);
+        },
+        { timeout: 60_000, interval: 50 },
+      );
+      expect(readFileSync(`/proc/${viewPid}/cmdline`, 'utf8')).not.toContain(viewToken(home));
+      // Serving, and idle once the page is answered: nothing but the server's going can end it now.
+      const base = /a2rl: view at (\S+)\/view;/.exec(stderr)![1]!;
+      const page = await fetch(`${base}/view`, { headers: { Authorization: `Bearer ${viewToken(home)}` } });
+      expect(page.status).toBe(200);
+      await page.arrayBuffer();
+      server.kill('SIGKILL');
+      await exited;
+      // Gone, or a zombie waiting for a reaper: no longer running either way.
+      await vi.waitFor(() => expect(processState(viewPid)).toMatch(/^(gone|Z)$/), { timeout: 60_000, interval: 50 });
+    } finally {
+      server.kill('SIGKILL');
+    }
+  });
 });
+
+/** A process's state letter (R, S, Z…) from /proc, or "gone". */
+function processState(pid: number): string {
+  try {
+    return /^State:\s+(\w)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 'gone';
+  } catch {
+    return 'gone';
+  }
+}
 
 describe('kept summaries while other connections write (issue 49, review B)', () => {
   /** A small store of the template runs, and a second connection to it, as the view worker and a CLI have. */

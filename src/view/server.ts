@@ -17,8 +17,9 @@ export interface ViewServeOptions {
 }
 
 /**
- * `a2rl view`: the view alone, for a home no `serve --http` serves (runs over stdio, `a2rl run` batches). It only
- * reads the store; the runs' servers write it. Stops on SIGINT or SIGTERM.
+ * `a2rl view`: the view alone, for a home no `serve --http` serves (runs over stdio, `a2rl run` batches). Of the
+ * store it writes only what it keeps for its pages (run summaries, ranked boards); the runs' servers write the rest.
+ * Stops on SIGINT or SIGTERM.
  */
 export async function serveView(options: ViewServeOptions): Promise<void> {
   const view = createView({ store: options.store, home: options.home, token: options.token, diskQuotaBytes: defaultDiskQuotaBytes });

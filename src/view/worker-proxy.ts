@@ -47,8 +47,8 @@ export function createView(options: ViewOptions): View {
       socketPath,
     };
     rmSync(socketPath, { force: true });
-    // No inherited node flags (a test runner's loaders); its errors on the server's stderr. The token goes over the
-    // channel, never on a command line.
+    // None of the server's own node flags (a test runner's loaders; NODE_OPTIONS still applies); its errors on the
+    // server's stderr. The token goes over the channel, never on a command line.
     const child = fork(workerEntry, [], { execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     child.send(data);
     // The server's process may end while its view runs: the view sees its channel close and ends too.
