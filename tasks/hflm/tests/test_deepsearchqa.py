@@ -63,8 +63,21 @@ class ReferenceLoopTest(unittest.TestCase):
     def test_prompt_and_generation_are_the_references(self):
         self.assertEqual(deepsearchqa.prompt("Who?", "Set Answer"),
                          deepsearchqa.REACT_SYSTEM_PROMPT + "\n\nQuestion: Who?\nAnswer type: Set Answer\n\nThought:")
-        self.assertTrue(deepsearchqa.REACT_SYSTEM_PROMPT.startswith("You are a research assistant that answers questions by searching the web.\n"))
-        self.assertIn("Action: answer[Paris]   <- to give final answer\n", deepsearchqa.REACT_SYSTEM_PROMPT)
+        # The reference's REACT_SYSTEM_PROMPT (benchmarks/deepsearchqa/eval.py at 471eb30d), written out here from its
+        # text so that a change on our side shows as a difference, byte for byte.
+        reference = ("You are a research assistant that answers questions by searching the web.\n\n"
+                     "You must follow this format strictly:\n"
+                     "Thought: [your reasoning]\n"
+                     "Action: search[your search query]   <- to search the web\n"
+                     "  OR\n"
+                     "Action: answer[Paris]   <- to give final answer\n\n"
+                     "Rules:\n"
+                     "- Always start with a Thought\n"
+                     "- Use search[] to find information\n"
+                     "- Use answer[] ONLY when you have enough information\n"
+                     "- For Set Answer questions, list all items separated by commas\n"
+                     "- Be concise and factual\n")
+        self.assertEqual(deepsearchqa.REACT_SYSTEM_PROMPT, reference)
         g, f = deepsearchqa.GENERATION, deepsearchqa.FORCED
         self.assertEqual((g.max_new_tokens, g.temperature, g.stop, g.chat_template), (256, 0.0, ("\nAction:", "\nThought:", "\nObservation:"), False))
         self.assertEqual((f.max_new_tokens, f.temperature, f.stop), (128, 0.0, ("]",)))
