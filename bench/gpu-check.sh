@@ -10,7 +10,7 @@
 # `--gpus 0` and A2RL_FULL_GPU=1 (grading on the GPU or failing, never on CPU) and bench/gpu-check.jsonl replayed: a
 # run_training job that asks for the GPU runs the probe in the sandbox, a second trains a LoRA adapter there, the
 # adapter is graded on the GPU (merged, decoded by vLLM), then the baseline. offline prepares from a fixture snapshot
-# (tasks/hflm/tests/fixture_hub.py, profile gpu-check: a tiny Qwen2 with vLLM-sized heads) and takes a few minutes
+# (tasks/hflm-tests/fixture_hub.py, profile gpu-check: a tiny Qwen2 with vLLM-sized heads) and takes a few minutes
 # once setup has run; full downloads MODEL and GSM8K and grades the whole test set twice. Record what it prints in
 # docs/operating.md ("GPU check"). A2RL_HOME picks the home (default: a fresh one).
 set -eu
@@ -45,7 +45,7 @@ a2rl doctor || fail "no sandbox backend works here (the lines above say why)"
 check "GSM8K's assets with $model"
 if [ "$mode" = offline ]; then
   hub=$home/gpu-check-hub
-  PYTHONPATH=tasks .venv-full/bin/python tasks/hflm/tests/fixture_hub.py "$hub" --profile gpu-check || fail "the fixture snapshot"
+  PYTHONPATH=tasks .venv-full/bin/python tasks/hflm-tests/fixture_hub.py "$hub" --profile gpu-check || fail "the fixture snapshot"
   a2rl prepare gsm8k --model "$model" --from "$hub" || fail "a2rl prepare (above)"
 else
   a2rl prepare gsm8k --model "$model" || fail "a2rl prepare (above): hub access, HF_TOKEN for gated models"

@@ -85,7 +85,7 @@ describe('running model-written programs', () => {
 });
 
 // HumanEval's form: the grader writes whole programs (prompt, completion, tests, check call), each passing when it
-// runs to its end within the task's 3 s. The problems are the fixture hub's (tasks/hflm/tests/fixture_hub.py), the
+// runs to its end within the task's 3 s. The problems are the fixture hub's (tasks/hflm-tests/fixture_hub.py), the
 // programs assembled by hflm.humaneval.build_program, as tasks/humaneval/grader/generate.py assembles them.
 describe('running whole programs (HumanEval)', () => {
   const humaneval = readTaskFile(join(tasksRoot, 'humaneval'));
@@ -97,7 +97,7 @@ describe('running whole programs (HumanEval)', () => {
   function fixturePrograms(): { canonical: ExecutionItem[]; empty: ExecutionItem[] } {
     const script = [
       'import json, sys',
-      'sys.path[:0] = [sys.argv[1], sys.argv[1] + "/hflm/tests"]',
+      'sys.path[:0] = [sys.argv[1], sys.argv[1] + "/hflm-tests"]',
       'import fixture_hub',
       'from hflm.humaneval import build_program',
       'rows = fixture_hub.humaneval_rows(fixture_hub.COUNTS["humaneval"])',

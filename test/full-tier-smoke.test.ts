@@ -30,7 +30,7 @@ const smokeServices: Record<string, () => Promise<{ serverArgs: string[]; close:
   // Search answered by a local corpus (the smoke profile's, fixture_smoke_deepsearchqa) and DeepSearchQA's binary judge.
   deepsearchqa: async () => {
     const corpus = join(tempDir('smoke-corpus'), 'corpus.jsonl');
-    const fixture = join(tasksRoot, 'hflm', 'tests', 'fixture_smoke_deepsearchqa.py');
+    const fixture = join(tasksRoot, 'hflm-tests', 'fixture_smoke_deepsearchqa.py');
     execFileSync(fullTierPython, [fixture, '--profile', 'smoke', '--corpus', corpus], { stdio: 'pipe' });
     return startDeepsearchqaServices(corpus, 'smoke');
   },

@@ -314,7 +314,7 @@ describe('the decoy test: drawing from the visible templates is not seeing the h
   });
 });
 
-// The full tier's GSM8K on its CPU smoke profile's data: the fixture hub's smoke rows (tasks/hflm/tests/fixture_hub.py),
+// The full tier's GSM8K on its CPU smoke profile's data: the fixture hub's smoke rows (tasks/hflm-tests/fixture_hub.py),
 // split by the real prepare code (hflm.assets.build_splits) into a home's assets, as `a2rl prepare --from` does; only
 // the splits are built (no model: the check never reads one), so this takes seconds.
 describe('the contamination check on the full tier (gsm8k, smoke profile data)', () => {
@@ -329,7 +329,7 @@ describe('the contamination check on the full tier (gsm8k, smoke profile data)',
       [
         '-c',
         `import sys
-sys.path[:0] = [${JSON.stringify(tasksRoot)}, ${JSON.stringify(join(tasksRoot, 'hflm', 'tests'))}]
+sys.path[:0] = [${JSON.stringify(tasksRoot)}, ${JSON.stringify(join(tasksRoot, 'hflm-tests'))}]
 from fixture_hub import SMOKE_COUNTS, smoke_gsm8k_rows, write_parquet
 from hflm.assets import build_splits
 train, test = smoke_gsm8k_rows(SMOKE_COUNTS)

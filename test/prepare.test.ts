@@ -8,7 +8,7 @@ import { fixtureModelId, writeFixtureHub } from './helpers/fixture-hub.js';
 import { tempDir } from './helpers/sandbox.js';
 
 // `a2rl prepare` end to end on a fixture hub (no hub is reachable here): the built CLI runs tasks/hflm/assets.py
-// with .venv-full's python; the splits themselves are tested in tasks/hflm/tests/test_assets.py.
+// with .venv-full's python; the splits themselves are tested in tasks/hflm-tests/test_assets.py.
 describe('a2rl prepare --from a snapshot folder', () => {
   let hub: string;
   let home: string;

@@ -38,10 +38,10 @@ describe.concurrent('python task suites', () => {
 });
 
 // The full tier's package (tasks/hflm) runs in its own environment, .venv-full, which scripts/setup.sh
-// builds from tasks/hflm/requirements.txt: one suite per tests/test_<concept>.py, about 20 s together.
+// builds from tasks/hflm/requirements.txt: one suite per tasks/hflm-tests/test_<concept>.py, about 20 s together.
 describe.concurrent("python: hflm, the full tier's package", () => {
   const python = join(packageRoot, '.venv-full', 'bin', 'python');
-  const testsDir = join(tasksRoot, 'hflm', 'tests');
+  const testsDir = join(tasksRoot, 'hflm-tests');
   const suites = readdirSync(testsDir)
     .filter((name) => /^test_.*\.py$/.test(name))
     .sort();

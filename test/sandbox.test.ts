@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -174,14 +175,16 @@ EOF`;
   });
 
   it('lets jobs write the workspace and /tmp only; read-only mounts stay read-only', async () => {
+    // A name no other test or process on the host uses: the job's /tmp must not be the host's.
+    const probe = `/tmp/a2rl-sandbox-probe-${randomUUID()}`;
     const result = await run(
       sandbox,
-      'echo ok > /workspace/out.txt; echo tmp > /tmp/x; cat /tmp/x; for p in /workspace/data/train.jsonl /usr/evil /etc/evil /evil; do (echo x > $p) 2>/dev/null && echo "$p written"; done',
+      `echo ok > /workspace/out.txt; echo tmp > ${probe}; cat ${probe}; for p in /workspace/data/train.jsonl /usr/evil /etc/evil /evil; do (echo x > $p) 2>/dev/null && echo "$p written"; done`,
     );
     expect(readFileSync(join(workspace, 'out.txt'), 'utf8')).toBe('ok\n');
     expect(readFileSync(join(readOnlyData, 'train.jsonl'), 'utf8')).toBe('train\n');
     expect(result.output.trim().split('\n')).toEqual(['tmp']);
-    expect(existsSync('/tmp/x') && readFileSync('/tmp/x', 'utf8') === 'tmp\n').toBe(false);
+    expect(existsSync(probe)).toBe(false);
   });
 
   it('stops every process of a job, including ones that ignore TERM or detach', async () => {

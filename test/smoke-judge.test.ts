@@ -34,7 +34,7 @@ describe('smoke judge', () => {
 
   it('knows the kinds the smoke fixture writes', () => {
     const script = 'import json, fixture_smoke_alpacaeval as f; print(json.dumps(f.KINDS))';
-    const kinds = execFileSync(fullTierPython, ['-c', script], { cwd: join(tasksRoot, 'hflm', 'tests'), encoding: 'utf8' });
+    const kinds = execFileSync(fullTierPython, ['-c', script], { cwd: join(tasksRoot, 'hflm-tests'), encoding: 'utf8' });
     expect(JSON.parse(kinds)).toEqual(smokeKinds);
   });
 

@@ -54,6 +54,8 @@ export interface DiskReading {
   entries: number;
   /** When it was measured (ms since the epoch); 0 before the first measurement. */
   measuredAt: number;
+  /** When its walk started: only a walk that started after a job did has seen the job's own files (its log). */
+  walkStartedAt: number;
   /** Why part of the run's folder could not be measured: the account then fails closed, as over the quota. */
   unmeasured?: string;
 }
@@ -70,7 +72,9 @@ export const agentJobKinds = ['exec', 'training', 'rollouts'] as const;
  */
 export class Run {
   private enforcing = false;
-  private diskReading: DiskReading = { used: 0, entries: 0, measuredAt: 0 };
+  private diskReading: DiskReading = { used: 0, entries: 0, measuredAt: 0, walkStartedAt: 0 };
+  /** Each running exec's lowest disk reading from walks that started after it: over the quota, it stops only if it grew past that. */
+  private readonly execDiskLows = new Map<number, number>();
   /** The walk in flight: never more than one per run. */
   private measuring: Promise<DiskReading> | undefined;
   /** The walk that starts when the one in flight ends, shared by everyone who asked meanwhile. */
@@ -416,7 +420,13 @@ export class Run {
     if (walked.raced || walked.unmeasured !== undefined) walked = await measureRunFolder(this.dir);
     const unmeasured = walked.unmeasured ?? (walked.raced ? 'folders were swapped for links while they were measured' : undefined);
     const used = walked.bytes + this.services.store.storedBytes(this.id);
-    this.diskReading = { used, entries: walked.entries, measuredAt: Date.now(), ...(unmeasured ? { unmeasured } : {}) };
+    this.diskReading = {
+      used,
+      entries: walked.entries,
+      measuredAt: Date.now(),
+      walkStartedAt: started,
+      ...(unmeasured ? { unmeasured } : {}),
+    };
     // A slow walk (a huge tree) costs a core of its own: the budget check repeats it at most 5% of the time.
     this.nextDiskCheckAt = Date.now() + Math.max(1000, 20 * (Date.now() - started));
     return this.diskReading;
@@ -593,15 +603,15 @@ export class Run {
 
   /**
    * Per-run disk quota, by accounting: the run's disk account is measured every second (less
-   * often when a walk is slow); over the quota, training and rollout jobs stop, and so does an exec while the usage still grows
-   * (an exec that deletes files is left to finish). Returns whether it stopped anything.
+   * often when a walk is slow); over the quota, training and rollout jobs stop, and so does an exec once the usage grew
+   * while it ran (an exec that deletes files is left to finish). Returns whether it stopped anything.
    */
   private async enforceDiskQuota(): Promise<boolean> {
-    const before = this.diskReading.used;
-    const used = Date.now() >= this.nextDiskCheckAt ? (await this.measureDisk()).used : before;
-    if (!this.overDiskQuota()) return false;
+    const { used, walkStartedAt } = Date.now() >= this.nextDiskCheckAt ? await this.measureDisk() : this.diskReading;
     const running = this.services.store.listJobs(this.id, agentJobKinds).filter((job) => job.state === 'running');
-    const stopping = running.filter((job) => job.kind !== 'exec' || used > before);
+    const execGrew = this.execsThatGrew(running, used, walkStartedAt);
+    if (!this.overDiskQuota()) return false;
+    const stopping = running.filter((job) => job.kind !== 'exec' || execGrew.has(job.id));
     if (stopping.length === 0) return false;
     const reason = this.quotaError(used, 'the job was stopped').message;
     this.record('budget', 'disk_quota_exceeded', {
@@ -611,6 +621,24 @@ export class Run {
     });
     await Promise.all(stopping.map((job) => this.services.jobs.stop(job.id, 'budget_stopped', reason)));
     return true;
+  }
+
+  /**
+   * The running execs the usage grew under: above the lowest reading of a walk that started after the exec did. A walk
+   * from before it (it missed what the exec wrote), or one that only caught up with an earlier job's writes, is no
+   * baseline: an exec that deletes files over the quota would be stopped for what it did not write.
+   */
+  private execsThatGrew(running: readonly JobRow[], used: number, walkStartedAt: number): Set<number> {
+    const grew = new Set<number>();
+    const execs = running.filter((job) => job.kind === 'exec');
+    for (const id of this.execDiskLows.keys()) if (!execs.some((job) => job.id === id)) this.execDiskLows.delete(id);
+    for (const job of execs) {
+      if (walkStartedAt < job.created_at) continue;
+      const low = this.execDiskLows.get(job.id);
+      if (low !== undefined && used > low) grew.add(job.id);
+      this.execDiskLows.set(job.id, Math.min(low ?? used, used));
+    }
+    return grew;
   }
 
   /** Ends the run: agent jobs stop (TERM, then KILL); grading already queued goes on. */

@@ -175,7 +175,7 @@ const fullTaskFileSchema = z
     standins: z.array(z.string().regex(/^[a-z_][a-z0-9_]*$/)).optional(),
     /**
      * The CPU smoke profile CI plays: this replay, on assets prepared from the fixture hub's smoke profile (a learnable
-     * fixture, tasks/hflm/tests/fixture_hub.py) with its tiny `model`, submits a full model (output/full), which must beat
+     * fixture, tasks/hflm-tests/fixture_hub.py) with its tiny `model`, submits a full model (output/full), which must beat
      * the baseline by `minImprovement` points, and, where `adapter` is given, a LoRA adapter (output/lora), which must be
      * graded and, where its `minImprovement` is given, beat the baseline by that. The adapter's path (hflm.submission's
      * merge) is the same for every task: a few tasks prove it, the others spare CI the minutes.

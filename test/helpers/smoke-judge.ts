@@ -8,7 +8,7 @@ import { startFakeLlm } from './fake-llm.js';
  * grading), answered with a make_partial_leaderboard call ranking the one that follows first (output "m" on a tie,
  * as a judge with a bias for the first position would).
  *
- * The rule, for the smoke profile's instructions (tasks/hflm/tests/fixture_smoke_alpacaeval.py), each of which asks
+ * The rule, for the smoke profile's instructions (tasks/hflm-tests/fixture_smoke_alpacaeval.py), each of which asks
  * for one thing of a kind named by one word of `smokeKinds`: a response follows the instruction when it names a
  * member of that kind and no member of another kind (whole words, any case). The one that follows wins; when both or
  * neither do, it is a tie. A prompt whose instruction names no kind, or none it can read, is answered with HTTP 400,

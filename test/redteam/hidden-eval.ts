@@ -36,10 +36,10 @@ export function filesUnder(dir: string): Array<{ path: string; size: number; sha
  */
 const fixtureEnv = { ...process.env, OMP_NUM_THREADS: '1' };
 
-/** Runs a Python expression over tasks/hflm/tests/fixture_smoke_<task>.py (as `f`) with the full tier's Python; returns its last line of output. */
+/** Runs a Python expression over tasks/hflm-tests/fixture_smoke_<task>.py (as `f`) with the full tier's Python; returns its last line of output. */
 export function smokeFixture(task: string, expression: string, ...args: string[]): string {
   const script = `import sys; sys.path.insert(0, sys.argv[1]); import fixture_smoke_${task} as f; print(${expression})`;
-  const out = execFileSync(fullTierPython, ['-c', script, join(tasksRoot, 'hflm', 'tests'), ...args], {
+  const out = execFileSync(fullTierPython, ['-c', script, join(tasksRoot, 'hflm-tests'), ...args], {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'ignore'],
     env: fixtureEnv,

@@ -11,7 +11,7 @@ generation stops. TRL's SFTTrainer trains on the completion's tokens only. Write
 (safetensors, with the tokenizer) to --out, or with --lora a PEFT LoRA adapter folder, which the grader
 merges onto the base. Seeded: the same inputs give the same model.
 
-The defaults suit the smoke profile's tiny model on 2 CPU cores (tasks/hflm/tests/fixture_smoke_alpacaeval.py);
+The defaults suit the smoke profile's tiny model on 2 CPU cores (tasks/hflm-tests/fixture_smoke_alpacaeval.py);
 on a real base model lower --lr and train on a GPU.
 """
 

@@ -27,7 +27,7 @@ from hflm import deepsearchqa
 
 SEARCH_STEP = " Action: search[{attribute} of {name}]"
 ANSWER_STEP = " Action: answer[ {value}]"
-# The smoke profile's questions, "Which <attribute> ... <name>?" (tasks/hflm/tests/fixture_smoke_deepsearchqa.py).
+# The smoke profile's questions, "Which <attribute> ... <name>?" (tasks/hflm-tests/fixture_smoke_deepsearchqa.py).
 QUESTION = re.compile(r"^Which (\w+) .* (\w+)\?$")
 STOP_AFTER_SEARCH = "\nObservation:"
 

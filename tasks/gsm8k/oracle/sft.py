@@ -10,7 +10,7 @@ end-of-sequence token, where the grader's generation stops. TRL's SFTTrainer tra
 tokens only. Writes a full model folder (safetensors, with the tokenizer) to --out, or with --lora a PEFT
 LoRA adapter folder, which the grader merges onto the base. Seeded: the same inputs give the same model.
 
-The defaults suit the smoke profile's tiny model on 2 CPU cores (tasks/hflm/tests/fixture_hub.py);
+The defaults suit the smoke profile's tiny model on 2 CPU cores (tasks/hflm-tests/fixture_hub.py);
 on a real base model lower --lr and batch on a GPU.
 """
 

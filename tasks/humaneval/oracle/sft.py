@@ -13,7 +13,7 @@ completion's tokens only. Writes a full model folder (safetensors, with the toke
 --lora a PEFT LoRA adapter folder, which the grader merges onto the base. Seeded: the same inputs give
 the same model.
 
-The defaults suit the smoke profile's tiny model on 2 CPU cores (tasks/hflm/tests/fixture_smoke_humaneval.py);
+The defaults suit the smoke profile's tiny model on 2 CPU cores (tasks/hflm-tests/fixture_smoke_humaneval.py);
 on a real base model lower --lr and train on a GPU.
 """
 

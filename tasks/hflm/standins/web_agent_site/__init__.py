@@ -13,9 +13,9 @@ engine.engine, engine.goal, engine.normalize, envs.web_agent_text_env), signatur
 generation (synthetic and human goals, the seed-233 shuffle), pages, action syntax and reward formula. Pages are not
 rendered as HTML (no Flask, no BeautifulSoup): each page is the list of texts and clickables upstream's templates show,
 joined with " [SEP] " as upstream's "text" observation mode joins them (the 60 recorded episodes' 393 observations are
-upstream's own, tasks/hflm/tests/upstream/webshop_pages.json). Search is pure Python over upstream's index
+upstream's own, tasks/hflm-tests/upstream/webshop_pages.json). Search is pure Python over upstream's index
 documents (search_engine/resources_1k/documents.jsonl, what pyserini indexes), scored as pyserini's Lucene index
-scores them (engine/lucene.py; equal to Lucene 8.8.1's terms, ranking and scores, tasks/hflm/tests/upstream). What differs from
+scores them (engine/lucene.py; equal to Lucene 8.8.1's terms, ranking and scores, tasks/hflm-tests/upstream). What differs from
 upstream is listed in tasks/webshop/README.md.
 """
 

@@ -15,7 +15,7 @@ idf log(1 + (N - df + 0.5) / (df + 0.5)) over the N documents that have a term, 
 length as Lucene's norms keep it (one byte, SmallFloat.intToByte4, so long documents share lengths), the average over
 the true lengths, a term's score weight - weight / (1 + freq * 1 / (k1 * (1 - b + b * length / avgdl))), the clauses
 summed in double and rounded to float32; ties go to the smaller id (Anserini sorts ties by the id field). Measured
-against Lucene 8.8.1 itself: tasks/hflm/tests/test_webshop_lucene.py.
+against Lucene 8.8.1 itself: tasks/hflm-tests/test_webshop_lucene.py.
 """
 
 import functools

@@ -1,6 +1,6 @@
 """Tests of hflm.assets on a fixture hub snapshot (tests/fixture_hub.py): the splits, the manifest, refusals.
 
-    .venv-full/bin/python tasks/hflm/tests/test_assets.py
+    .venv-full/bin/python tasks/hflm-tests/test_assets.py
 """
 
 import hashlib
@@ -12,7 +12,7 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
+sys.path.insert(0, os.path.dirname(HERE))  # tasks/, for hflm
 sys.path.insert(0, HERE)
 
 import fixture_hub  # noqa: E402

@@ -1,6 +1,6 @@
 """Tests of deepsearchqa's adapter (hflm.deepsearchqa), its assets and its rollouts, against the reference's code.
 
-    .venv-full/bin/python tasks/hflm/tests/test_deepsearchqa.py
+    .venv-full/bin/python tasks/hflm-tests/test_deepsearchqa.py
 
 The reference is RD-Agent autorl_bench's benchmarks/deepsearchqa (data.py: the split; eval.py: the ReAct loop, the
 search observations, the judge and its string-match fallback), read from its source.
@@ -16,7 +16,7 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TASKS = os.path.dirname(os.path.dirname(HERE))
+TASKS = os.path.dirname(HERE)
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, HERE)  # for the fixtures
 

@@ -1,7 +1,7 @@
 """deepsearchqa's fixture: google/deepsearchqa's csv in the repo's own layout, a search corpus, and tiny models.
 
-    .venv-full/bin/python tasks/hflm/tests/fixture_smoke_deepsearchqa.py DIR [--profile smoke]
-    .venv-full/bin/python tasks/hflm/tests/fixture_smoke_deepsearchqa.py --corpus FILE    # the corpus alone
+    .venv-full/bin/python tasks/hflm-tests/fixture_smoke_deepsearchqa.py DIR [--profile smoke]
+    .venv-full/bin/python tasks/hflm-tests/fixture_smoke_deepsearchqa.py --corpus FILE    # the corpus alone
 
 Writes DIR/datasets/google/deepsearchqa/DSQA-full.csv (upstream's columns: problem, problem_category, answer,
 answer_type) and, for "smoke", SMOKE_MODEL. fixture_hub.py calls it for every profile; the corpus is the search
@@ -24,7 +24,7 @@ import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
+sys.path.insert(0, os.path.dirname(HERE))  # tasks/, for hflm
 SMOKE_MODEL = "a2rl-fixture/smoke-deepsearchqa"
 TINY_MODEL = "a2rl-fixture/tiny-deepsearchqa"
 CSV = "datasets/google/deepsearchqa/DSQA-full.csv"

@@ -1,6 +1,6 @@
 """Upstream WebShop's own unit tests, case by case, run against the stand-in web_agent_site.
 
-    .venv-full/bin/python tasks/hflm/tests/test_webshop_upstream_cases.py
+    .venv-full/bin/python tasks/hflm-tests/test_webshop_upstream_cases.py
 
 Each row is one assertion of princeton-nlp/WebShop's tests/web-agent-site/engine/test_goal.py, test_normalize.py and
 test_utils.py (commit 64fa2a5c), with upstream's expected value and tolerance. Upstream's title score tags the titles'
@@ -19,7 +19,7 @@ import unittest
 from itertools import accumulate
 from math import isclose
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "standins"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hflm", "standins"))
 
 from web_agent_site.engine.goal import (  # noqa: E402
     get_attribute_reward, get_option_reward, get_reward, get_type_reward, token_set_ratio)

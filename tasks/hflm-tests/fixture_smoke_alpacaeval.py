@@ -24,7 +24,7 @@ import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
+sys.path.insert(0, os.path.dirname(HERE))  # tasks/, for hflm
 sys.path.insert(0, HERE)  # for fixture_length_control, when run as a script
 
 import fixture_length_control  # noqa: E402

@@ -1,7 +1,7 @@
 """hflm.submission on a tiny Qwen2 base built here: full models and LoRA adapters accepted and materialised,
 every refusal with its code, writing nothing, and the tokenizer_config.json repair.
 
-    .venv-full/bin/python tasks/hflm/tests/test_submission.py
+    .venv-full/bin/python tasks/hflm-tests/test_submission.py
 """
 
 import contextlib
@@ -19,7 +19,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # small and shared machines: one 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no progress bars between the test dots
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TASKS = os.path.dirname(os.path.dirname(HERE))
+TASKS = os.path.dirname(HERE)
 sys.path.insert(0, TASKS)  # for hflm
 
 import torch  # noqa: E402

@@ -1,6 +1,6 @@
 """Tests of webshop's adapter (hflm.webshop), its assets and rollouts, and the stand-in against upstream's API.
 
-    .venv-full/bin/python tasks/hflm/tests/test_webshop.py
+    .venv-full/bin/python tasks/hflm-tests/test_webshop.py
 
 UpstreamSurfaceTest pins what hflm.webshop relies on, as read from the upstream sources (princeton-nlp/WebShop
 web_agent_site/envs/web_agent_text_env.py, engine/engine.py, engine/goal.py, utils.py, tests/web-agent-site/engine/
@@ -20,7 +20,7 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TASKS = os.path.dirname(os.path.dirname(HERE))
+TASKS = os.path.dirname(HERE)
 STANDINS = os.path.join(TASKS, "hflm", "standins")
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, HERE)  # for the fixtures

@@ -1,6 +1,6 @@
 """hflm.gpu and the backend choice: GPUs found without a CUDA context, refused with the reason, never a silent CPU.
 
-    .venv-full/bin/python tasks/hflm/tests/test_gpu.py
+    .venv-full/bin/python tasks/hflm-tests/test_gpu.py
 
 This machine has no GPU and a CPU build of torch: what a GPU host does is covered by stand-ins for the GPU's
 answers (hflm.gpu.unusable_reason, hflm.gpu.capabilities) and for vLLM; bench/gpu-check.sh runs the real thing.
@@ -16,7 +16,7 @@ import unittest
 from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TASKS = os.path.dirname(os.path.dirname(HERE))
+TASKS = os.path.dirname(HERE)
 sys.path.insert(0, TASKS)  # for hflm
 
 from hflm import gpu  # noqa: E402

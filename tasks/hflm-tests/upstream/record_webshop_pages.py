@@ -1,10 +1,10 @@
 """Records webshop_pages.json: upstream WebShop's own text env (web_agent_site at the commit it names: its SimServer,
 Flask/Jinja templates, BeautifulSoup HTML-to-text, goals and get_reward) playing webshop_lucene.json's 60 episodes
 over the fixture catalogue (each step's text observation and available actions, each episode's reward and its parts),
-for tasks/hflm/tests/test_webshop_lucene.py to compare the stand-in with, step by step.
+for tasks/hflm-tests/test_webshop_lucene.py to compare the stand-in with, step by step.
 
     python3 -m venv /tmp/wsvenv && PIP_RETRIES=0 /tmp/wsvenv/bin/pip install flask beautifulsoup4 jinja2 numpy rich tqdm
-    /tmp/wsvenv/bin/python tasks/hflm/tests/upstream/record_webshop_pages.py \\
+    /tmp/wsvenv/bin/python tasks/hflm-tests/upstream/record_webshop_pages.py \\
         --webshop <a checkout of princeton-nlp/WebShop> --thefuzz <a checkout of seatgeek/thefuzz at tag 0.19.0>
 
 Upstream's web_agent_site runs unchanged, from the checkout. What it imports but cannot have here is replaced by a
@@ -29,7 +29,7 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
-TASKS = os.path.dirname(os.path.dirname(TESTS))
+TASKS = os.path.dirname(TESTS)
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, TESTS)  # for the fixture
 
@@ -133,7 +133,7 @@ def main():
                              "parts": {k: info.get(k) for k in ("r_att", "w_att", "r_option", "w_option", "r_price",
                                                                 "w_price")}})
         fixture = {
-            "recorded_by": "tasks/hflm/tests/upstream/record_webshop_pages.py",
+            "recorded_by": "tasks/hflm-tests/upstream/record_webshop_pages.py",
             "upstream": f"princeton-nlp/WebShop {commit}: web_agent_site's WebAgentTextEnv (observation_mode text), "
                         "thefuzz 0.19.0 (difflib); search from webshop_lucene.json; get_type_reward (spaCy) not run",
             "lucene_sha256": hashlib.sha256(open(LUCENE, "rb").read()).hexdigest(),

@@ -1,6 +1,6 @@
 """Differential test of WebShop's search: the web_agent_site on the path against Lucene 8's recorded rankings.
 
-    .venv-full/bin/python tasks/hflm/tests/test_webshop_lucene.py
+    .venv-full/bin/python tasks/hflm-tests/test_webshop_lucene.py
 
 upstream/webshop_lucene.json holds what upstream's search (pyserini 0.17's LuceneSearcher: Lucene's EnglishAnalyzer
 via Anserini, BM25 k1 0.9 b 0.4, a bag-of-words query, ties by id) returned over the fixture catalogue's index
@@ -27,7 +27,7 @@ import unittest
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TASKS = os.path.dirname(os.path.dirname(HERE))
+TASKS = os.path.dirname(HERE)
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, HERE)  # for the fixtures
 sys.path.append(os.path.join(TASKS, "hflm", "standins"))  # after site-packages: a real web_agent_site wins
@@ -37,7 +37,7 @@ from hflm import webshop, webshop_assets  # noqa: E402
 
 VARIANT = webshop.VARIANTS["webshop"]
 RECORDED = os.path.join(HERE, "upstream", "webshop_lucene.json")
-RERECORD = ".venv-full/bin/python tasks/hflm/tests/upstream/record_webshop_lucene.py"
+RERECORD = ".venv-full/bin/python tasks/hflm-tests/upstream/record_webshop_lucene.py"
 HUB = ROOT = None
 with open(RECORDED, encoding="utf-8") as f:
     LUCENE = json.load(f)

@@ -1,6 +1,6 @@
 """Golden tests of hflm.humaneval on hand-written problems in openai_humaneval's format.
 
-    .venv-full/bin/python tasks/hflm/tests/test_humaneval.py
+    .venv-full/bin/python tasks/hflm-tests/test_humaneval.py
 """
 
 import os
@@ -8,7 +8,7 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
+sys.path.insert(0, os.path.dirname(HERE))  # tasks/, for hflm
 
 from hflm import humaneval  # noqa: E402
 

@@ -37,7 +37,7 @@ import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TASKS = os.path.dirname(os.path.dirname(HERE))
+TASKS = os.path.dirname(HERE)
 sys.path.insert(0, TASKS)  # for hflm
 # The stand-in's game engine, by its own name: the games are the stand-in's even where the real alfworld is installed.
 sys.path.append(os.path.join(TASKS, "hflm", "standins", "alfworld"))

@@ -1,7 +1,7 @@
 """A fixture hub snapshot: the full tier's sources in their exact formats, a few rows each, and a tiny model.
 
-    .venv-full/bin/python tasks/hflm/tests/fixture_hub.py DIR                    # what test/helpers/fixture-hub.ts runs
-    .venv-full/bin/python tasks/hflm/tests/fixture_hub.py DIR --profile smoke    # the CPU smoke profiles' data
+    .venv-full/bin/python tasks/hflm-tests/fixture_hub.py DIR                    # what test/helpers/fixture-hub.ts runs
+    .venv-full/bin/python tasks/hflm-tests/fixture_hub.py DIR --profile smoke    # the CPU smoke profiles' data
 
 Writes the layout hflm.assets reads (--from DIR): datasets/<repo id>/<the repo's files> as parquet (and
 alpaca_eval's JSON and df_gamed.csv, fixture_length_control), alfworld's game files and prompt file
@@ -29,7 +29,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
+sys.path.insert(0, os.path.dirname(HERE))  # tasks/, for hflm
 sys.path.insert(0, HERE)  # for fixture_length_control, when run as a script
 
 import fixture_length_control  # noqa: E402

@@ -1,6 +1,6 @@
 """The runtime pins: the GPU environment resolves to a CUDA torch, never a +cpu one, and keeps the CPU file's pins.
 
-    .venv-full/bin/python tasks/hflm/tests/test_requirements.py
+    .venv-full/bin/python tasks/hflm-tests/test_requirements.py
 
 No index here has vLLM or CUDA wheels, so pip's own resolver is run on the GPU file's torch and vLLM lines against a
 folder of stand-in wheels carrying their names, versions and vLLM's torch requirement: what pip decides from them is
@@ -18,7 +18,7 @@ import zipfile
 from packaging.requirements import Requirement
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HFLM = os.path.dirname(HERE)
+HFLM = os.path.join(os.path.dirname(HERE), "hflm")
 CPU_FILE = os.path.join(HFLM, "requirements.txt")
 GPU_FILE = os.path.join(HFLM, "requirements-gpu.txt")
 

@@ -30,7 +30,7 @@ import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TASKS = os.path.dirname(os.path.dirname(HERE))
+TASKS = os.path.dirname(HERE)
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.append(os.path.join(TASKS, "hflm", "standins"))  # web_agent_site: after site-packages, a real one wins
 

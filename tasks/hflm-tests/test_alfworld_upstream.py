@@ -1,6 +1,6 @@
 """The alfworld stand-in against upstream's game semantics: fixed command scripts over fixed games.
 
-    .venv-full/bin/python tasks/hflm/tests/test_alfworld_upstream.py
+    .venv-full/bin/python tasks/hflm-tests/test_alfworld_upstream.py
 
 No upstream ALFWorld runs here (it needs TextWorld and the PDDL games of alfworld-download), so the expected traces
 are derived from upstream's own source, alfworld/alfworld at 0.5.0 (commit ca98194): the command templates and
@@ -22,7 +22,7 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TASKS = os.path.dirname(os.path.dirname(HERE))
+TASKS = os.path.dirname(HERE)
 sys.path.insert(0, HERE)  # for the fixtures
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, os.path.join(TASKS, "hflm", "standins", "alfworld"))  # the stand-in's engine, by its own name

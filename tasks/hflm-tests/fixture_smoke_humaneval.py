@@ -30,7 +30,7 @@ import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
+sys.path.insert(0, os.path.dirname(HERE))  # tasks/, for hflm
 
 SMOKE_MODEL = "a2rl-fixture/smoke-humaneval"
 PARQUET = "datasets/openai/openai_humaneval/openai_humaneval/test-00000-of-00001.parquet"

@@ -1,6 +1,6 @@
 """Tests of alfworld's adapter (hflm.alfworld), its assets and rollouts, and the stand-in against upstream's API.
 
-    .venv-full/bin/python tasks/hflm/tests/test_alfworld.py
+    .venv-full/bin/python tasks/hflm-tests/test_alfworld.py
 
 UpstreamSurfaceTest pins what hflm.alfworld relies on, as read from the upstream sources (alfworld/alfworld 0.5.0,
 alfworld/agents/environment/{__init__,alfred_tw_env}.py; microsoft/TextWorld textworld/gym/envs/textworld_batch.py,
@@ -21,7 +21,7 @@ import unittest
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TASKS = os.path.dirname(os.path.dirname(HERE))
+TASKS = os.path.dirname(HERE)
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, HERE)  # for the fixtures
 sys.path.append(os.path.join(TASKS, "hflm", "standins"))  # after site-packages: a real alfworld wins

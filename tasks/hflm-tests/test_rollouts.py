@@ -1,7 +1,7 @@
 """hflm.rollouts on the fixture hub's three tasks as a2rl prepare builds them: the group layout, determinism,
 each task's fields and reward, a LoRA adapter as the policy, and the refusals.
 
-    .venv-full/bin/python tasks/hflm/tests/test_rollouts.py
+    .venv-full/bin/python tasks/hflm-tests/test_rollouts.py
 """
 
 import contextlib
@@ -18,7 +18,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # small and shared machines: one 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no progress bars between the test dots
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TASKS = os.path.dirname(os.path.dirname(HERE))
+TASKS = os.path.dirname(HERE)
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, HERE)
 sys.path.append(os.path.join(TASKS, "hflm", "standins"))  # alfworld's stand-in, after site-packages: a real alfworld wins

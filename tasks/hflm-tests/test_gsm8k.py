@@ -1,6 +1,6 @@
 """Golden tests of hflm.gsm8k against the reference (OpenCompass gsm8k_gen_1d7fe4 and its post-processors).
 
-    .venv-full/bin/python tasks/hflm/tests/test_gsm8k.py
+    .venv-full/bin/python tasks/hflm-tests/test_gsm8k.py
 """
 
 import json
@@ -9,7 +9,7 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
+sys.path.insert(0, os.path.dirname(HERE))  # tasks/, for hflm
 
 from hflm import gsm8k  # noqa: E402
 

@@ -1,8 +1,8 @@
 """Records webshop_lucene.json: upstream WebShop's search (pyserini 0.17's LuceneSearcher, in Lucene 8 itself) over
-the fixture catalogue, for the episodes and queries that tasks/hflm/tests/test_webshop_lucene.py plays on the stand-in.
+the fixture catalogue, for the episodes and queries that tasks/hflm-tests/test_webshop_lucene.py plays on the stand-in.
 
     apt-get install liblucene8-java     # Debian's Lucene 8 jars under /usr/share/java; Java 11 or newer
-    .venv-full/bin/python tasks/hflm/tests/upstream/record_webshop_lucene.py
+    .venv-full/bin/python tasks/hflm-tests/upstream/record_webshop_lucene.py
 
 The fixture catalogue's index documents are written as the webshop task's prepare writes them (upstream's
 convert_product_file_format.py), WebShopLucene.java indexes and searches them as Anserini does, and each episode's
@@ -22,7 +22,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
-TASKS = os.path.dirname(os.path.dirname(TESTS))
+TASKS = os.path.dirname(TESTS)
 sys.path.insert(0, TASKS)  # for hflm
 sys.path.insert(0, TESTS)  # for the fixture
 sys.path.insert(0, os.path.join(TASKS, "hflm", "standins"))  # the stand-in: its goals and reward are what is pinned
@@ -165,7 +165,7 @@ def main():
             episodes.append({"goal_index": i, "instruction_text": goals[i]["instruction_text"], "actions": actions,
                              "reward": reward})
         fixture = {
-            "recorded_by": "tasks/hflm/tests/upstream/record_webshop_lucene.py (WebShopLucene.java)",
+            "recorded_by": "tasks/hflm-tests/upstream/record_webshop_lucene.py (WebShopLucene.java)",
             "lucene": lucene_version(classpath),
             "upstream": "pyserini 0.17 (Anserini 0.14, Lucene 8.11): DefaultEnglishAnalyzer, BM25(0.9, 0.4), "
                         "BagOfWordsQueryGenerator, ties by id; scores before ScoreTiesAdjusterReranker's rounding",

@@ -1,6 +1,6 @@
 """hflm.inference and hflm.tiny on a tiny Qwen2 model built here (transformers backend, CPU).
 
-    .venv-full/bin/python tasks/hflm/tests/test_inference.py
+    .venv-full/bin/python tasks/hflm-tests/test_inference.py
 """
 
 import dataclasses
@@ -17,7 +17,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # small and shared machines: one 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no progress bars between the test dots
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tasks/, for hflm
+sys.path.insert(0, os.path.dirname(HERE))  # tasks/, for hflm
 
 import torch  # noqa: E402
 
