@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -302,6 +302,10 @@ describe('a store of 10³ runs (issue 49)', () => {
       const page = await fetch(`${base}/view`, { headers: { Authorization: `Bearer ${viewToken(home)}` } });
       expect(page.status).toBe(200);
       await page.arrayBuffer();
+      // Every thread of it yields to the agents': SCHED_IDLE (policy 5), and nice 19 beneath it.
+      const threads = readdirSync(`/proc/${viewPid}/task`);
+      expect(threads.length).toBeGreaterThan(1);
+      expect(new Set(threads.map((tid) => scheduling(viewPid, tid)))).toEqual(new Set(['policy 5, nice 19']));
       server.kill('SIGKILL');
       await exited;
       // Gone, or a zombie waiting for a reaper: no longer running either way.
@@ -311,6 +315,12 @@ describe('a store of 10³ runs (issue 49)', () => {
     }
   });
 });
+
+/** A thread's scheduling policy and nice value, from its /proc stat (fields 41 and 19, counted past the command's name). */
+function scheduling(pid: number, tid: string): string {
+  const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ').at(-1)!.split(' ');
+  return `policy ${fields[38]}, nice ${fields[16]}`;
+}
 
 /** A process's state letter (R, S, Z…) from /proc, or "gone". */
 function processState(pid: number): string {
