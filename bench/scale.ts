@@ -22,7 +22,7 @@ import { startHttpServer } from './serve.js';
  * while the first leaderboard page of a store upgraded without summaries writes them all from the view worker.
  * Then a run of 10⁶ tool calls: `runs export` and `report --format json`, peak RSS. Every time has its floor measured
  * in the same run (a CLI that does nothing: `a2rl --version`). Pages are loaded by a browser's stand-in, a process
- * of its own under SCHED_IDLE (bench/page-loader.ts): a real browser is another process, usually on another machine, and
+ * of its own at nice 19 (bench/page-loader.ts): a real browser is another process, usually on another machine, and
  * reading pages in the timed client's own event loop would charge the client's work to the server. The server's work
  * (its thread passing the view's bytes, the view process rendering) all stays on this machine's cores, measured.
  * `node dist/bench/scale.js [sizes…] [--calls N]` (sizes default to 10³ 10⁴ 10⁵; --calls 0 skips the long run);
@@ -236,7 +236,7 @@ const results: Record<string, unknown> = {
   },
   load_average_1m_before: round(loadavg()[0]!),
   page_loaders:
-    'a separate process under SCHED_IDLE (bench/page-loader.ts), standing in for a browser on another machine; the server and its view process on this one',
+    'a separate process at nice 19 (bench/page-loader.ts), standing in for a browser on another machine; the server and its view process on this one',
   stores: [] as unknown[],
 };
 /** Written after each measurement: a size that fails keeps what the others measured. */

@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { setPriority } from 'node:os';
@@ -22,21 +21,17 @@ export interface ViewWorkerData {
 
 /**
  * Pages yield to the agents' calls: every thread of this process (its event loop and V8's garbage-collection helpers;
- * threads started later, file reads' included, inherit it) runs under Linux's SCHED_IDLE, so a waking agent's thread
- * takes the CPU from it at once (at nice 19 alone, the kernel may let a running page finish its slice first, which
- * showed in a live call's p99: docs/scaling.md). Its nice 19 stands where `chrt` (util-linux) is missing. Idle on a busy host means a page waits for a free moment; on an
- * idle one it renders as fast as ever. A thread in the server's process would share that process's garbage-collection
- * helpers and file-read threads at the agents' priority.
+ * threads started later, file reads' included, inherit it) runs at nice 19, about 1/70 of a nice-0 thread's share
+ * of a busy CPU, and still renders a page a second on an idle one. A thread in the server's process, even niced,
+ * would share that process's garbage-collection helpers and file-read threads at the agents' priority. A Linux
+ * thread's nice value is its own; where /proc is missing, the process keeps the server's priority.
  */
 function yieldToAgents(): void {
   try {
     for (const thread of readdirSync('/proc/self/task')) setPriority(Number(thread), 19);
   } catch {
     // Not Linux, or no /proc: the same priority as the server.
-    return;
   }
-  // Any thread may lower itself to SCHED_IDLE, unprivileged; where chrt is missing, nice 19 stands.
-  spawnSync('chrt', ['--idle', '--all-tasks', '--pid', '0', String(process.pid)], { stdio: 'ignore' });
 }
 
 /**

@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = os.path.dirname(HERE)
 TASKS = os.path.dirname(TASK)
 sys.path.insert(0, TASKS)  # for hflm
-sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for fixture_hub
+sys.path.insert(0, os.path.join(TASKS, "hflm-tests"))  # for fixture_hub
 
 import fixture_grader  # noqa: E402
 import fixture_hub  # noqa: E402

@@ -20,7 +20,7 @@ TASK = os.path.dirname(HERE)
 TASKS = os.path.dirname(TASK)
 CLIENT = os.path.join(os.path.dirname(TASKS), "src", "search", "client")
 sys.path.insert(0, TASKS)  # for hflm
-sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for the fixtures
+sys.path.insert(0, os.path.join(TASKS, "hflm-tests"))  # for the fixtures
 sys.path.insert(0, CLIENT)  # a2rl_search, which the server mounts beside hflm
 
 import fixture_grader  # noqa: E402

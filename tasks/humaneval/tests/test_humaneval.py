@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = os.path.dirname(HERE)
 TASKS = os.path.dirname(TASK)
 sys.path.insert(0, TASKS)  # for hflm
-sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for fixture_smoke_humaneval
+sys.path.insert(0, os.path.join(TASKS, "hflm-tests"))  # for fixture_smoke_humaneval
 
 import fixture_grader  # noqa: E402
 import fixture_smoke_humaneval  # noqa: E402

@@ -19,7 +19,7 @@ TASK = os.path.dirname(HERE)
 TASKS = os.path.dirname(TASK)
 STANDINS = os.path.join(TASKS, "hflm", "standins")
 sys.path.insert(0, TASKS)  # for hflm
-sys.path.insert(0, os.path.join(TASKS, "hflm", "tests"))  # for the fixtures
+sys.path.insert(0, os.path.join(TASKS, "hflm-tests"))  # for the fixtures
 sys.path.append(STANDINS)
 
 import fixture_smoke_webshop  # noqa: E402
