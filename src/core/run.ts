@@ -54,7 +54,7 @@ export interface DiskReading {
   entries: number;
   /** When it was measured (ms since the epoch); 0 before the first measurement. */
   measuredAt: number;
-  /** When its walk started: only a walk that started after a job did has seen the job's own files (its log). */
+  /** When its walk started: only a walk that started after a job did has seen what the job wrote. */
   walkStartedAt: number;
   /** Why part of the run's folder could not be measured: the account then fails closed, as over the quota. */
   unmeasured?: string;

@@ -269,8 +269,8 @@ describe.each(['bwrap', 'docker'])('red team, the server on paths the agent cont
       const refused = await callTool('run_training', { command: 'true' });
       expect(refused.text).toMatch(/^\[QUOTA_EXCEEDED\].*\d+ MiB/s);
       expect((await callTool('budget_status')).structured.disk_bytes.used).toBeGreaterThan(40 * 2 ** 20);
-      // Over the quota, an exec that deletes is left to finish, however long it takes: its own log and the reading
-      // that caught up with the writer above are not growth of its own.
+      // Over the quota, an exec that deletes is left to finish, however long it takes: a reading that caught up with
+      // the writer above is no growth of its own.
       const removed = await callTool('exec', { command: `sleep 3; rm -rf output/${long} && echo removed` });
       expect(removed.structured.output, removed.text).toContain('removed');
       // Nested past the walk's depth: counted as over the quota, whatever it holds.
