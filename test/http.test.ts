@@ -3,6 +3,7 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { execFile } from 'node:child_process';
 import { request } from 'node:http';
+import { connect as netConnect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +15,7 @@ import { summarizeRun } from '../src/reports/summary.js';
 import { Store } from '../src/store/store.js';
 import { issueRunToken, RunTokenCache } from '../src/mcp/tokens.js';
 import { getTask } from '../src/tasks/task.js';
+import { viewToken } from '../src/view/token.js';
 import { call, waitJob } from './helpers/mcp.js';
 import { tempDir } from './helpers/sandbox.js';
 
@@ -83,6 +85,65 @@ function raw(
     if (options.keepOpen) req.write(options.body ?? '');
     else req.end(options.body);
   });
+}
+
+/** One answer read off a raw connection: its status, whether it closes the connection, and its body. */
+interface RawAnswer {
+  status: number;
+  close: boolean;
+  body: string;
+}
+
+/**
+ * Writes `parts` to a new connection, each in a later turn of the event loop, and reads every answer until the server
+ * closes it (the last request should ask it to): what a browser or proxy sends, byte for byte, with no client library
+ * choosing connections.
+ */
+function exchange(port: number, parts: string[]): Promise<RawAnswer[]> {
+  return new Promise((resolve, reject) => {
+    const socket = netConnect(port, '127.0.0.1');
+    socket.setNoDelay(true);
+    let data = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => (data = Buffer.concat([data, chunk])));
+    socket.on('error', reject);
+    socket.on('close', () => resolve(parseAnswers(data)));
+    socket.once('connect', async () => {
+      for (const part of parts) {
+        socket.write(part);
+        await new Promise((next) => setImmediate(next));
+      }
+    });
+  });
+}
+
+/** The HTTP/1.1 answers in `data`, bodies by Content-Length or chunked. */
+function parseAnswers(data: Buffer): RawAnswer[] {
+  const answers: RawAnswer[] = [];
+  let at = 0;
+  while (at < data.length) {
+    const headEnd = data.indexOf('\r\n\r\n', at);
+    const [statusLine, ...lines] = data.toString('latin1', at, headEnd).split('\r\n');
+    const headers = Object.fromEntries(
+      lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]),
+    );
+    at = headEnd + 4;
+    let body = '';
+    if (headers['transfer-encoding'] === 'chunked') {
+      for (;;) {
+        const sizeEnd = data.indexOf('\r\n', at);
+        const size = parseInt(data.toString('latin1', at, sizeEnd), 16);
+        at = sizeEnd + 2 + size + 2;
+        if (size === 0) break;
+        body += data.toString('utf8', sizeEnd + 2, sizeEnd + 2 + size);
+      }
+    } else {
+      const length = Number(headers['content-length'] ?? 0);
+      body = data.toString('utf8', at, at + length);
+      at += length;
+    }
+    answers.push({ status: Number(statusLine!.split(' ')[1]), close: headers.connection === 'close', body });
+  }
+  return answers;
 }
 
 /** Opens an HTTP+SSE stream by hand; resolves with its session id (from the endpoint event) while it stays open. */
@@ -336,6 +397,42 @@ describe('MCP over HTTP', () => {
     const { run_id, token } = JSON.parse(created.body);
     const client = await open(token, 'streamable');
     expect((await call(client, 'budget_status')).structured).toMatchObject({ run_id, wall_seconds: { limit: 1200 } });
+  });
+
+  it("hands a connection whose first request is for /view to the view's process whole, and sorts every other (invariant 9)", async () => {
+    const host = `Host: 127.0.0.1:${server.port}\r\n`;
+    const view = `Authorization: Bearer ${viewToken(home)}\r\n`;
+    const get = (path: string, headers = '') => `GET ${path} HTTP/1.1\r\n${host}${view}${headers}\r\n`;
+    const last = 'Connection: close\r\n';
+    // Kept open by the view's process, which answers both: nothing on this connection reached the server's thread.
+    const pages = await exchange(server.port, [get('/view') + get('/view/leaderboard', last)]);
+    expect(pages.map(({ status, close }) => [status, close])).toEqual([
+      [200, false],
+      [200, true],
+    ]);
+    // A request for the server on a connection the view holds: sent on to the server, and the connection closed after.
+    const thenHealth = await exchange(server.port, [get('/view') + get('/healthz')]);
+    expect(thenHealth.map(({ status, close, body }) => [status, close, body])).toEqual([
+      [200, false, expect.stringContaining('<!doctype html>')],
+      [200, true, 'ok\n'],
+    ]);
+    // And /view on a connection the server holds: forwarded to the view, the connection closed after.
+    const thenView = await exchange(server.port, [get('/healthz') + get('/view')]);
+    expect(thenView.map(({ status, close }) => [status, close])).toEqual([
+      [200, false],
+      [200, true],
+    ]);
+    // The view's process checks Host as the server does: a connection handed to it reaches nothing else first.
+    const foreign = await exchange(server.port, [`GET /view HTTP/1.1\r\nHost: evil.example\r\n${view}${last}\r\n`]);
+    expect(foreign.map(({ status, body }) => [status, body])).toEqual([[403, expect.stringMatching(/--allow-host/)]]);
+    // No byte lost in the hand-off: 40 clients at once whose headers, and a second request, follow the first line in
+    // writes of their own, each in a later turn of the event loop.
+    const split = await Promise.all(
+      Array.from({ length: 40 }, () =>
+        exchange(server.port, ['GET /view HTTP/1.1\r\n', host, `${view}\r\n`, get('/view/leaderboard', last)]),
+      ),
+    );
+    expect(split.map((answers) => answers.map(({ status }) => status))).toEqual(Array(40).fill([200, 200]));
   });
 
   it('answers /healthz and exposes Prometheus metrics', async () => {

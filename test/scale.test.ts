@@ -1,6 +1,4 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -20,7 +18,7 @@ import { BoardStream } from '../src/view/streams.js';
 import { runPage } from '../src/view/run-page.js';
 import { runsPage } from '../src/view/runs-page.js';
 import { viewToken } from '../src/view/token.js';
-import { createView } from '../src/view/worker-proxy.js';
+import { openView } from '../src/view/server.js';
 import { cliEntry } from '../src/util/paths.js';
 import { startInProcess } from './helpers/in-process.js';
 import { tempDir } from './helpers/sandbox.js';
@@ -220,10 +218,15 @@ describe('a store of 10³ runs (issue 49)', () => {
   it('no view page, leaderboard or run page slows a run’s calls: the view renders in a process of its own (invariant 9)', async () => {
     const live = await startInProcess({ home, label: 'live' });
     const renders = vi.spyOn(ViewData.prototype, 'runs');
-    const view = createView({ store: live.engine.store, home, token: 'view-token-for-scale-test', diskQuotaBytes: 2 ** 30 });
-    const server: Server = createServer((req, res) => void view.handle(req, res, new URL(req.url ?? '/', 'http://localhost')));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const view = await openView({
+      store: live.engine.store,
+      home,
+      token: 'view-token-for-scale-test',
+      host: '127.0.0.1',
+      port: 0,
+      allowHosts: [],
+    });
+    const base = view.baseUrl;
     try {
       const budgetStatus = async (calls: number) => {
         const times: number[] = [];
@@ -273,7 +276,6 @@ describe('a store of 10³ runs (issue 49)', () => {
       );
     } finally {
       renders.mockRestore();
-      server.close();
       view.close();
       await live.close();
     }

@@ -15,8 +15,7 @@ import { DiskAccounts } from '../src/view/disk.js';
 import { LiveFeed, type LiveStream } from '../src/view/live.js';
 import { RunStream } from '../src/view/streams.js';
 import { loginCode, type ViewSession, ViewSessions, viewToken as viewTokenOf } from '../src/view/token.js';
-import { createView } from '../src/view/worker-proxy.js';
-import type { View } from '../src/view/handler.js';
+import { openView, type ViewServer } from '../src/view/server.js';
 import { cliEntry, packageRoot } from '../src/util/paths.js';
 import { adminToken, type HttpServer, killServer, startHttpServer } from './helpers/http-server.js';
 import { call } from './helpers/mcp.js';
@@ -310,8 +309,7 @@ describe('the live web view (/view)', () => {
 describe("the view's login, CSRF and Origin checks, and the report under its CSP", () => {
   let home: string;
   let store: Store;
-  let view: View;
-  let server: Server;
+  let view: ViewServer;
   let url: string;
   let token: string;
   let context: BrowserContext;
@@ -326,11 +324,9 @@ describe("the view's login, CSRF and Origin checks, and the report under its CSP
     seedEndedRuns(home);
     store = new Store(join(home, 'store.sqlite'));
     token = viewTokenOf(home);
-    // The view as serve --http and a2rl view mount it (its worker thread), on a port of its own.
-    view = createView({ store, home, token, diskQuotaBytes: 2 ** 30 });
-    server = createServer((req, res) => void view.handle(req, res, new URL(req.url ?? '/', 'http://localhost')));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    // The view as a2rl view serves it (its process behind the front door), on a port of its own.
+    view = await openView({ store, home, token, host: '127.0.0.1', port: 0, allowHosts: [] });
+    url = view.baseUrl;
     other = createServer((req, res) => {
       const target = `${url}/view/runs/seed-a1/export`;
       // Another site's forms: a POST with a guessed CSRF token, and a GET of the report (which must not write it).
@@ -349,8 +345,6 @@ describe("the view's login, CSRF and Origin checks, and the report under its CSP
   afterAll(async () => {
     await context?.close();
     other?.close();
-    server?.close();
-    server?.closeAllConnections();
     view?.close();
     store?.close();
   });
@@ -457,9 +451,9 @@ describe("the view's login, CSRF and Origin checks, and the report under its CSP
   it('a live page whose session ended stops, asking to log in again, rather than reconnecting for ever', async () => {
     await page.goto(`${url}/view/runs/seed-a1`);
     await page.waitForFunction(() => document.getElementById('live-state')!.textContent === 'live', { timeout: 15_000 });
-    // The session gone (as after a restart of the server) and the connection dropped.
-    await context.deleteCookie(...(await context.cookies()));
-    server.closeAllConnections();
+    // The view restarted on the same port: its connection dropped, and its sessions gone with its process.
+    view.close();
+    view = await openView({ store, home, token, host: '127.0.0.1', port: Number(new URL(url).port), allowHosts: [] });
     await page.waitForFunction(() => document.getElementById('live-state')!.textContent!.includes('log in again'), { timeout: 15_000 });
   });
 });

@@ -168,8 +168,15 @@ export function addServeCommand(program: Command, { home }: CliContext): void {
         allowHosts: options.allowHost,
         adminToken: process.env[options.adminTokenEnv] || undefined,
         sessionIdleMs: options.sessionIdle * 1000,
-        view: createView({ store: engine.store, home: home(), token: viewToken!, diskQuotaBytes: engine.services.limits.diskQuotaBytes })
-          .handle,
+        view: (serverSocket) =>
+          createView({
+            store: engine.store,
+            home: home(),
+            token: viewToken!,
+            diskQuotaBytes: engine.services.limits.diskQuotaBytes,
+            hosts: { listen: options.host, allow: options.allowHost },
+            serverSocket,
+          }),
       });
       return;
     }

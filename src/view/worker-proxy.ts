@@ -1,12 +1,14 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { type IncomingHttpHeaders, type IncomingMessage, request, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { packageRoot } from '../util/paths.js';
 import { createViewHere, type View, type ViewOptions } from './handler.js';
-import type { ViewWorkerData } from './worker.js';
+import { forward } from './forward.js';
+import type { HandedConnection, ViewHosts, ViewWorkerData } from './worker.js';
 
 /**
  * The view process's compiled entry: this file's sibling when it runs compiled (wherever it was built to, so the view
@@ -15,23 +17,32 @@ import type { ViewWorkerData } from './worker.js';
 const compiledSibling = fileURLToPath(new URL('./worker.js', import.meta.url));
 const workerEntry = existsSync(compiledSibling) ? compiledSibling : join(packageRoot, 'dist', 'src', 'view', 'worker.js');
 
-/** Headers of one hop, never forwarded (RFC 9110, 7.6.1). */
-const hopHeaders = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer']);
-
 /** The views' socket folders, removed when the process exits (a server that never calls `close` leaves none behind). */
 const folders = new Set<string>();
 process.once('exit', () => folders.forEach((folder) => rmSync(folder, { recursive: true, force: true })));
 
-const endToEnd = (headers: IncomingHttpHeaders) => Object.fromEntries(Object.entries(headers).filter(([name]) => !hopHeaders.has(name)));
+export interface ViewProcessOptions extends ViewOptions {
+  hosts: ViewHosts;
+  /** The server's own socket, where the view sends the requests that are not its own (src/mcp/transports/http/front-door.ts). */
+  serverSocket: string;
+}
+
+/** The view as a server mounts it: requests it forwards, and whole connections its front door hands over. */
+export interface MountedView extends View {
+  /** Once the view's process listens: hands it a connection whose first request is for `/view` (a front door's tunnel). */
+  openTunnel?(): Promise<((socket: Socket, head: Buffer) => void) | undefined>;
+}
 
 /**
  * The view, off the process that answers agents (invariant 9): a process at nice 19 with its own store connection
- * renders every page (src/view/worker.ts); this thread forwards each `/view` request to it over a Unix socket in a
- * private folder and streams the answer back (live pages included), so no page, leaderboard or export can hold a tool
- * call. The view process starts with the server; one that stopped is started again by the next request. An in-memory store cannot be opened twice:
- * its view is served here.
+ * renders every page (src/view/worker.ts) and serves the connections the server's front door hands it, whole (their
+ * sockets passed over its channel). A `/view` request on a connection the server holds is forwarded to it over a Unix
+ * socket in a private folder, its answer streamed back, and that connection then closed, so no page, leaderboard or
+ * export holds a tool call. The
+ * view process starts with the server; one that stopped is started again by the next request or connection. An
+ * in-memory store cannot be opened twice: its view is served here.
  */
-export function createView(options: ViewOptions): View {
+export function createView(options: ViewProcessOptions): MountedView {
   if (options.store.path === ':memory:') return createViewHere(options);
   const folder = mkdtempSync(join(tmpdir(), 'a2rl-view-'));
   folders.add(folder);
@@ -45,6 +56,8 @@ export function createView(options: ViewOptions): View {
       token: options.token,
       diskQuotaBytes: options.diskQuotaBytes,
       socketPath,
+      hosts: options.hosts,
+      serverSocket: options.serverSocket,
     };
     rmSync(socketPath, { force: true });
     // None of the server's own node flags (a test runner's loaders; NODE_OPTIONS still applies); its errors on the
@@ -70,35 +83,38 @@ export function createView(options: ViewOptions): View {
   // Started with the server, not at the first page (which would pay its start-up); the server does not wait for it.
   worker = start();
 
-  const forward = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    worker ??= start();
-    try {
-      await worker.ready;
-    } catch (error) {
-      res
-        .writeHead(503, { 'Content-Type': 'text/plain; charset=utf-8' })
-        .end(`The view could not start: ${(error as Error).message}. Reload the page.`);
-      return;
-    }
-    const upstream = request({ socketPath, method: req.method, path: req.url, headers: endToEnd(req.headers) }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, endToEnd(answer.headers));
-      // Live pages are streams: each push is passed on as it comes.
-      res.flushHeaders();
-      answer.pipe(res);
-    });
-    upstream.on('error', (error) => {
-      if (res.headersSent) return void res.destroy();
-      res
-        .writeHead(502, { 'Content-Type': 'text/plain; charset=utf-8' })
-        .end(`The view failed to answer: ${error.message}. Reload the page.`);
-    });
-    // A page closed before its answer ended (a live page left): the view's side is closed too.
-    res.on('close', () => upstream.destroy());
-    req.pipe(upstream);
+  /** The view's process once it listens (started again if it stopped); the error if it could not start. */
+  const listening = async (): Promise<ChildProcess> => {
+    const started = (worker ??= start());
+    await started.ready;
+    return started.child;
   };
 
   return {
-    handle: (req, res) => forward(req, res),
+    openTunnel: async () => {
+      let child: ChildProcess;
+      try {
+        child = await listening();
+      } catch {
+        return undefined;
+      }
+      return (socket: Socket, head: Buffer) => {
+        const handed: HandedConnection = { head: head.toString('base64') };
+        // A process that exits before it takes the connection takes it with it; the browser connects again.
+        child.send(handed, socket, (error) => error && socket.destroy());
+      };
+    },
+    handle: async (req: IncomingMessage, res: ServerResponse) => {
+      try {
+        await listening();
+      } catch (error) {
+        res
+          .writeHead(503, { 'Content-Type': 'text/plain; charset=utf-8' })
+          .end(`The view could not start: ${(error as Error).message}. Reload the page.`);
+        return;
+      }
+      forward(req, res, socketPath, (error) => `The view failed to answer: ${error.message}. Reload the page.`);
+    },
     close: () => {
       if (worker?.child.connected) worker.child.send('close');
       worker = undefined;

@@ -1,15 +1,34 @@
 import { readdirSync } from 'node:fs';
 import { createServer } from 'node:http';
+import type { Socket } from 'node:net';
 import { setPriority } from 'node:os';
+import { HostGuard } from '../mcp/transports/http/auth.js';
 import { Store } from '../store/store.js';
+import { isA2rlError } from '../util/errors.js';
+import { forward } from './forward.js';
 import { createViewHere } from './handler.js';
 
 /**
  * The view's process (issue 49): its own store connection, event loop, heap and garbage collector render every
- * page, leaderboard, live push and export of the view, and answer them on a Unix socket the server's thread forwards
- * `/view` to; the thread that answers agents only passes bytes. Started by src/view/worker-proxy.ts, which sends it
- * its {@link ViewWorkerData} first; it ends when told `close` or when the server is gone.
+ * page, leaderboard, live push and export of the view. It serves the browsers' connections the server's front door
+ * hands it whole, and, on a Unix socket, the `/view` requests the server forwards from connections it holds; it
+ * checks Host and Origin as the server does (a handed connection's requests reach nothing else first), and sends any
+ * request not for `/view` on to the server's own socket, closing that connection after the answer. Started by
+ * src/view/worker-proxy.ts, which sends it its {@link ViewWorkerData} first; it ends when told `close` or when the
+ * server is gone.
  */
+
+/** Who may reach the view: the names a request's Host and Origin may carry (the server's `HostGuard`). */
+export interface ViewHosts {
+  listen: string;
+  allow: string[];
+}
+
+/** A connection the server's front door hands over, its socket beside this message: the bytes it read of it. */
+export interface HandedConnection {
+  /** Base64. */
+  head: string;
+}
 
 export interface ViewWorkerData {
   storePath: string;
@@ -17,6 +36,8 @@ export interface ViewWorkerData {
   token: string;
   diskQuotaBytes: number;
   socketPath: string;
+  hosts: ViewHosts;
+  serverSocket: string;
 }
 
 /**
@@ -53,7 +74,19 @@ process.once('message', (options: ViewWorkerData) => {
   yieldToAgents();
   const store = openStore(options.storePath);
   const view = createViewHere({ store, home: options.home, token: options.token, diskQuotaBytes: options.diskQuotaBytes });
-  const server = createServer((req, res) => void view.handle(req, res, new URL(req.url ?? '/', 'http://localhost')));
+  const guard = new HostGuard(options.hosts.listen, options.hosts.allow);
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (url.pathname !== '/view' && !url.pathname.startsWith('/view/')) {
+      return forward(req, res, options.serverSocket, (error) => `The server failed to answer: ${error.message}. Try again.`);
+    }
+    try {
+      guard.check(req);
+    } catch (error) {
+      return void res.writeHead(403, { 'Content-Type': 'text/plain; charset=utf-8' }).end(isA2rlError(error) ? error.message : 'Forbidden');
+    }
+    void view.handle(req, res, url);
+  });
   const close = () => {
     view.close();
     server.close();
@@ -61,7 +94,14 @@ process.once('message', (options: ViewWorkerData) => {
     store.close();
     process.exit(0);
   };
-  process.on('message', (message: unknown) => message === 'close' && close());
+  process.on('message', (message: unknown, socket?: Socket) => {
+    if (message === 'close') return close();
+    if (socket === undefined) return;
+    // What the door read comes first, then what the kernel kept for this process.
+    socket.unshift(Buffer.from((message as HandedConnection).head, 'base64'));
+    server.emit('connection', socket);
+    socket.resume();
+  });
   // The server went (stopped, or killed): nothing is left to serve.
   process.once('disconnect', close);
   server.listen(options.socketPath, () => process.send!('listening'));

@@ -1,5 +1,4 @@
 import { createServer as createHttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tools } from '../../../../tools/index.js';
 import type { Engine } from '../../../core/engine.js';
 import type { Run } from '../../../core/run.js';
@@ -7,6 +6,7 @@ import { GroupCommit } from '../../../store/events.js';
 import type { RecordSessionEvent } from '../../recording-transport.js';
 import { Metrics } from '../../metrics.js';
 import { HostGuard, isLoopback, urlHost, wildcardHosts } from './auth.js';
+import { openFrontDoor, privateServerSocket, type Tunnel } from './front-door.js';
 import { RunTokenCache } from '../../tokens.js';
 import { type MountedHandler, requestHandler } from './routes.js';
 import { SessionTable } from './sessions.js';
@@ -18,14 +18,25 @@ export interface HttpServeOptions {
   allowHosts: string[];
   /** Enables `POST /runs` for whoever presents it. */
   adminToken?: string;
-  /** The operator's web view, served at `/view`. */
-  view?: MountedHandler;
+  /**
+   * The operator's web view, served at `/view`: made once the server's private socket is known, to which it sends the
+   * requests not its own that come on the connections it is handed.
+   */
+  view?: (serverSocket: string) => MountedView;
   /**
    * A Streamable HTTP session without a request for this long is closed: a client that
    * went away without DELETE would otherwise hold its server forever. (An SSE session
    * ends with its stream.)
    */
   sessionIdleMs: number;
+}
+
+/** What the server mounts at `/view`, handed in by whoever starts it (the view is a layer above this one). */
+export interface MountedView {
+  /** Answers a `/view` request that came on a connection the server holds. */
+  handle: MountedHandler;
+  /** Hands whole connections whose first request is for `/view` to a process of its own (a front door's {@link Tunnel}). */
+  openTunnel?: Tunnel['open'];
 }
 
 /** How long shutdown waits for tool calls in flight before closing their sessions. */
@@ -69,6 +80,8 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
     };
   const sessions = new SessionTable(engine, recordFor);
   const guard = new HostGuard(options.host, options.allowHosts);
+  const serverSocket = privateServerSocket();
+  const view = options.view?.(serverSocket);
   const server = createHttpServer(
     requestHandler({
       engine,
@@ -77,7 +90,7 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
       guard,
       metrics,
       adminToken: options.adminToken,
-      view: options.view,
+      view: view?.handle,
       baseUrl: () => baseUrl,
       stopping: () => stopping,
     }),
@@ -87,11 +100,13 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
   // every core) lets the server close an idle connection just as the client reuses it, and the call fails.
   server.keepAliveTimeout = keepAliveSeconds * 1000;
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => resolve());
+  const door = await openFrontDoor(server, {
+    host: options.host,
+    port: options.port,
+    serverSocket,
+    tunnels: view?.openTunnel ? [{ path: '/view', open: view.openTunnel }] : [],
   });
-  const { port } = server.address() as AddressInfo;
+  const { port } = door.address;
   baseUrl = `http://${urlHost(wildcardHosts.includes(options.host) ? '127.0.0.1' : options.host)}:${port}`;
   if (!isLoopback(options.host)) {
     process.stderr.write(
@@ -122,6 +137,7 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
   clearInterval(adopter);
   clearInterval(idleSweeper);
   engine.logger.info({ signal }, 'shutting down: no new sessions, waiting for tool calls in flight');
+  door.close();
   server.close();
   const deadline = Date.now() + shutdownGraceMs;
   while (sessions.callsInFlight() > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));

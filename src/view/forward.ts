@@ -1,0 +1,27 @@
+import { type IncomingHttpHeaders, type IncomingMessage, request, type ServerResponse } from 'node:http';
+
+/** Headers of one hop, never forwarded (RFC 9110, 7.6.1). */
+const hopHeaders = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer']);
+
+const endToEnd = (headers: IncomingHttpHeaders) => Object.fromEntries(Object.entries(headers).filter(([name]) => !hopHeaders.has(name)));
+
+/**
+ * Passes `req` to the HTTP server on the Unix socket `socketPath` and streams its answer back as it comes (a live
+ * page's pushes included); `failed` words the 502 when that server cannot answer. The answer closes the client's
+ * connection: its next request comes on a new one, which the front door gives to whoever serves it
+ * (src/mcp/transports/http/front-door.ts), so a connection never stays with the process that only forwards for it.
+ */
+export function forward(req: IncomingMessage, res: ServerResponse, socketPath: string, failed: (error: Error) => string): void {
+  const upstream = request({ socketPath, method: req.method, path: req.url, headers: endToEnd(req.headers) }, (answer) => {
+    res.writeHead(answer.statusCode ?? 502, { ...endToEnd(answer.headers), Connection: 'close' });
+    res.flushHeaders();
+    answer.pipe(res);
+  });
+  upstream.on('error', (error) => {
+    if (res.headersSent) return void res.destroy();
+    res.writeHead(502, { 'Content-Type': 'text/plain; charset=utf-8', Connection: 'close' }).end(failed(error));
+  });
+  // A page closed before its answer ended (a live page left): the other side is closed too.
+  res.on('close', () => upstream.destroy());
+  req.pipe(upstream);
+}
