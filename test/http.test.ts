@@ -4,9 +4,11 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { execFile } from 'node:child_process';
 import { request } from 'node:http';
 import { connect as netConnect } from 'node:net';
+import { once } from 'node:events';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { adminToken, type HttpServer, killServer, startHttpServer } from './helpers/http-server.js';
 import { cliEntry } from '../src/util/paths.js';
 import { loadReplay, playReplay } from '../src/launch/replay.js';
@@ -144,6 +146,24 @@ function parseAnswers(data: Buffer): RawAnswer[] {
     answers.push({ status: Number(statusLine!.split(' ')[1]), close: headers.connection === 'close', body });
   }
   return answers;
+}
+
+/** Whether the server's process holds (has a descriptor of) its side of the loopback connection from `clientPort`. */
+function serverHolds(server: HttpServer, clientPort: number): boolean {
+  const hex = (port: number) => port.toString(16).toUpperCase().padStart(4, '0');
+  const line = readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .map((row) => row.trim().split(/\s+/))
+    .find((fields) => fields[1]?.endsWith(`:${hex(server.port)}`) && fields[2]?.endsWith(`:${hex(clientPort)}`));
+  if (line === undefined) return false;
+  const socket = `socket:[${line[9]}]`;
+  return readdirSync(`/proc/${server.child.pid}/fd`).some((fd) => {
+    try {
+      return readlinkSync(`/proc/${server.child.pid}/fd/${fd}`) === socket;
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** Opens an HTTP+SSE stream by hand; resolves with its session id (from the endpoint event) while it stays open. */
@@ -433,6 +453,65 @@ describe('MCP over HTTP', () => {
       ),
     );
     expect(split.map((answers) => answers.map(({ status }) => status))).toEqual(Array(40).fill([200, 200]));
+    // What the view sends back to the server stays one request: a chunked body stays framed (unframed, its bytes
+    // would be read as a request that creates a run), and a request without Host gets none added.
+    const run = JSON.stringify({ task: 'micro-gsm8k', label: 'smuggled-run' });
+    const smuggled = `POST /runs HTTP/1.1\r\n${host}Authorization: Bearer ${adminToken}\r\nContent-Type: application/json\r\nContent-Length: ${run.length}\r\n\r\n${run}`;
+    const chunked = `GET /healthz HTTP/1.1\r\n${host}Transfer-Encoding: chunked\r\n\r\n${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
+    const framed = await exchange(server.port, [get('/view') + chunked]);
+    expect(framed.map(({ status, body }) => [status, body])).toEqual([
+      [200, expect.stringContaining('<!doctype html>')],
+      [200, 'ok\n'],
+    ]);
+    const store = new Store(join(home, 'store.sqlite'));
+    try {
+      expect(store.db.prepare("SELECT COUNT(*) AS n FROM runs WHERE label = 'smuggled-run'").get()).toEqual({ n: 0 });
+    } finally {
+      store.close();
+    }
+    const hostless = await exchange(server.port, [get('/view') + 'GET /healthz HTTP/1.0\r\n\r\n']);
+    // Forwarded as HTTP/1.1 and without Host, which Node's server refuses with 400 (not let through as "localhost").
+    expect(hostless.map(({ status }) => status)).toEqual([200, 400]);
+  });
+
+  it("closes the connections on their way to a view's process that dies before it takes them", async () => {
+    const viewPid = () =>
+      Number(
+        readFileSync(`/proc/${server.child.pid}/task/${server.child.pid}/children`, 'utf8')
+          .trim()
+          .split(' ')
+          .find((pid) => pid !== '' && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('view/worker.js')),
+      );
+    const page = `GET /view HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nAuthorization: Bearer ${viewToken(home)}\r\n\r\n`;
+    const closing = page.replace('\r\n\r\n', '\r\nConnection: close\r\n\r\n');
+    // Served first, so that the view's process is up; then stopped: it takes no connection and acknowledges none.
+    expect((await exchange(server.port, [closing]))[0]!.status).toBe(200);
+    const pid = viewPid();
+    process.kill(pid, 'SIGSTOP');
+    const open = async () => {
+      const socket = netConnect(server.port, '127.0.0.1');
+      await once(socket, 'connect');
+      let answered = '';
+      socket.on('data', (chunk: Buffer) => (answered += chunk));
+      // Closed with its request unread, the connection may end in a reset: a close all the same.
+      socket.on('error', () => undefined);
+      const closed = once(socket, 'close').then(() => answered);
+      // Held by the server's front door until its first line comes.
+      await vi.waitFor(() => expect(serverHolds(server, socket.localPort!)).toBe(true), { timeout: 10_000 });
+      socket.write(page);
+      return { socket, closed };
+    };
+    // Handed over: the server's copy closed once the message was written to the stopped process's channel.
+    const sent = await open();
+    await vi.waitFor(() => expect(serverHolds(server, sent.socket.localPort!)).toBe(false), { timeout: 10_000 });
+    // Queued behind the first one's acknowledgement (or, if not sorted yet, for the next view's process).
+    const queued = await open();
+    process.kill(pid, 'SIGKILL');
+    expect(await sent.closed).toBe('');
+    expect(await queued.closed).toMatch(/^$|^HTTP\/1\.1 200 /);
+    // A new view's process serves the next connection.
+    expect((await exchange(server.port, [closing]))[0]!.status).toBe(200);
+    expect(viewPid()).not.toBe(pid);
   });
 
   it('answers /healthz and exposes Prometheus metrics', async () => {

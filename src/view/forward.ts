@@ -1,7 +1,11 @@
 import { type IncomingHttpHeaders, type IncomingMessage, request, type ServerResponse } from 'node:http';
 
-/** Headers of one hop, never forwarded (RFC 9110, 7.6.1). */
-const hopHeaders = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer']);
+/**
+ * Headers of one hop, never forwarded (RFC 9110, 7.6.1). `Transfer-Encoding` is kept: a chunked body is forwarded
+ * chunked again (Node frames it), where dropping it would send a GET's or DELETE's body unframed, its bytes read as
+ * the next request.
+ */
+const hopHeaders = new Set(['connection', 'keep-alive', 'upgrade', 'proxy-connection', 'te', 'trailer']);
 
 const endToEnd = (headers: IncomingHttpHeaders) => Object.fromEntries(Object.entries(headers).filter(([name]) => !hopHeaders.has(name)));
 
@@ -12,7 +16,8 @@ const endToEnd = (headers: IncomingHttpHeaders) => Object.fromEntries(Object.ent
  * (src/mcp/transports/http/front-door.ts), so a connection never stays with the process that only forwards for it.
  */
 export function forward(req: IncomingMessage, res: ServerResponse, socketPath: string, failed: (error: Error) => string): void {
-  const upstream = request({ socketPath, method: req.method, path: req.url, headers: endToEnd(req.headers) }, (answer) => {
+  // No Host of its own: a request that came without one reaches the other side without one, to be refused there too.
+  const upstream = request({ socketPath, method: req.method, path: req.url, headers: endToEnd(req.headers), setHost: false }, (answer) => {
     res.writeHead(answer.statusCode ?? 502, { ...endToEnd(answer.headers), Connection: 'close' });
     res.flushHeaders();
     answer.pipe(res);

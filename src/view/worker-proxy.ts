@@ -47,7 +47,8 @@ export function createView(options: ViewProcessOptions): MountedView {
   const folder = mkdtempSync(join(tmpdir(), 'a2rl-view-'));
   folders.add(folder);
   const socketPath = join(folder, 'view.sock');
-  let worker: { child: ChildProcess; ready: Promise<void> } | undefined;
+  /** The view's process, and the sockets sent to it that are not yet out of this process. */
+  let worker: { child: ChildProcess; ready: Promise<void>; handing: Set<Socket> } | undefined;
 
   const start = () => {
     const data: ViewWorkerData = {
@@ -72,9 +73,12 @@ export function createView(options: ViewProcessOptions): MountedView {
       child.once('error', reject);
       child.once('exit', (code, signal) => reject(new Error(`the view's process exited (${code ?? signal}) before it listened`)));
     });
-    const started = { child, ready };
-    // A process that failed or exited is replaced at the next request.
-    const forget = () => void (worker === started && (worker = undefined));
+    const started = { child, ready, handing: new Set<Socket>() };
+    // A process that failed or exited is replaced at the next request; the connections still on their way to it close.
+    const forget = () => {
+      if (worker === started) worker = undefined;
+      started.handing.forEach((socket) => socket.destroy());
+    };
     child.on('error', forget).on('exit', forget);
     ready.catch(forget);
     return started;
@@ -84,24 +88,30 @@ export function createView(options: ViewProcessOptions): MountedView {
   worker = start();
 
   /** The view's process once it listens (started again if it stopped); the error if it could not start. */
-  const listening = async (): Promise<ChildProcess> => {
+  const listening = async () => {
     const started = (worker ??= start());
     await started.ready;
-    return started.child;
+    return started;
   };
 
   return {
     openTunnel: async () => {
-      let child: ChildProcess;
+      let started: Awaited<ReturnType<typeof listening>>;
       try {
-        child = await listening();
+        started = await listening();
       } catch {
         return undefined;
       }
       return (socket: Socket, head: Buffer) => {
         const handed: HandedConnection = { head: head.toString('base64') };
-        // A process that exits before it takes the connection takes it with it; the browser connects again.
-        child.send(handed, socket, (error) => error && socket.destroy());
+        // This process keeps its copy of the socket until the message is written, then closes it (the connection stays
+        // the view's): a copy Node closed itself would wait for the view's acknowledgement, and a view that exits
+        // before sending it would leave the connection open for as long as the server runs.
+        started.handing.add(socket);
+        started.child.send(handed, socket, { keepOpen: true }, () => {
+          started.handing.delete(socket);
+          socket.destroy();
+        });
       };
     },
     handle: async (req: IncomingMessage, res: ServerResponse) => {

@@ -18,7 +18,7 @@ export interface Tunnel {
 export interface FrontDoor {
   /** The public address. */
   address: AddressInfo;
-  /** Stops taking connections, closes those not yet sorted, and removes the server's private socket's folder. */
+  /** Stops taking connections and closes those not yet sorted (the private socket's folder goes when the server closes). */
   close(): void;
 }
 
@@ -63,6 +63,12 @@ export async function openFrontDoor(
     server.once('error', reject);
     server.listen(serverSocket, () => resolve());
   });
+  // Reachable there until the server closes: a tunnel's process may still send back requests while it shuts down.
+  const removeFolder = () => {
+    rmSync(dirname(serverSocket), { recursive: true, force: true });
+    folders.delete(dirname(serverSocket));
+  };
+  server.once('close', removeFolder);
   /** Connections being sorted: closed with the door. Those handed on are their holders'. */
   const sorting = new Set<Socket>();
 
@@ -111,8 +117,6 @@ export async function openFrontDoor(
   const close = () => {
     door.close();
     sorting.forEach((socket) => socket.destroy());
-    rmSync(dirname(serverSocket), { recursive: true, force: true });
-    folders.delete(dirname(serverSocket));
   };
   try {
     await new Promise<void>((resolve, reject) => {
@@ -122,6 +126,7 @@ export async function openFrontDoor(
   } catch (error) {
     close();
     server.close();
+    removeFolder();
     throw error;
   }
   return { address: door.address() as AddressInfo, close };

@@ -37,6 +37,8 @@ export interface MountedView {
   handle: MountedHandler;
   /** Hands whole connections whose first request is for `/view` to a process of its own (a front door's {@link Tunnel}). */
   openTunnel?: Tunnel['open'];
+  /** Ends its pages and connections (the server is stopping). */
+  close(): void;
 }
 
 /** How long shutdown waits for tool calls in flight before closing their sessions. */
@@ -138,6 +140,7 @@ export async function serveHttp(engine: Engine, options: HttpServeOptions): Prom
   clearInterval(idleSweeper);
   engine.logger.info({ signal }, 'shutting down: no new sessions, waiting for tool calls in flight');
   door.close();
+  view?.close();
   server.close();
   const deadline = Date.now() + shutdownGraceMs;
   while (sessions.callsInFlight() > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
