@@ -1,17 +1,20 @@
+import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { setPriority } from 'node:os';
 
 /**
  * The scale bench's browser (bench/scale.ts): a process of its own that loads the view's pages, as a browser would
  * from another process (usually another machine), so that reading their answers never shares an event loop with the
- * bench's timed MCP client. It runs at nice 19, every thread: a browser on another machine takes none of the server's
- * CPUs; this one takes what the server leaves. The server's own work for each page (its thread passing the bytes, the
- * view process rendering) is all measured. Started by `fork` with `{ base, token, paths, loop }`: loads every path at
+ * bench's timed MCP client. A browser on another machine takes none of the server's CPUs: this one runs under
+ * SCHED_IDLE, every thread (`chrt`; nice 19 where chrt is missing), so that it takes only what this machine's other
+ * processes leave; at nice 19 it still took a share of the two cores the server and its view run on. The server's own
+ * work for each page (the view's process rendering and sending it) is all measured. Started by `fork` with `{ base, token, paths, loop }`: loads every path at
  * once, again and again while `loop` until told `stop`; answers `{ loads, pages }` (the last round's first byte, total
  * and size of each page) and exits.
  */
 
 for (const thread of readdirSync('/proc/self/task')) setPriority(Number(thread), 19);
+spawnSync('chrt', ['--idle', '--all-tasks', '--pid', '0', String(process.pid)]);
 
 interface Orders {
   base: string;
