@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { packageRoot } from '../util/paths.js';
-import { createViewHere, type View, type ViewOptions } from './handler.js';
+import type { MountedView } from '../mcp/transports/http/serve.js';
+import { createViewHere, type ViewOptions } from './handler.js';
 import { forward } from './forward.js';
 import type { HandedConnection, ViewHosts, ViewWorkerData } from './worker.js';
 
@@ -27,20 +28,13 @@ export interface ViewProcessOptions extends ViewOptions {
   serverSocket: string;
 }
 
-/** The view as a server mounts it: requests it forwards, and whole connections its front door hands over. */
-export interface MountedView extends View {
-  /** Once the view's process listens: hands it a connection whose first request is for `/view` (a front door's tunnel). */
-  openTunnel?(): Promise<((socket: Socket, head: Buffer) => void) | undefined>;
-}
-
 /**
  * The view, off the process that answers agents (invariant 9): a process at nice 19 with its own store connection
  * renders every page (src/view/worker.ts) and serves the connections the server's front door hands it, whole (their
  * sockets passed over its channel). A `/view` request on a connection the server holds is forwarded to it over a Unix
  * socket in a private folder, its answer streamed back, and that connection then closed, so no page, leaderboard or
- * export holds a tool call. The
- * view process starts with the server; one that stopped is started again by the next request or connection. An
- * in-memory store cannot be opened twice: its view is served here.
+ * export holds a tool call. The view process starts with the server; one that stopped is started again by the next
+ * request or connection. An in-memory store cannot be opened twice: its view is served here.
  */
 export function createView(options: ViewProcessOptions): MountedView {
   if (options.store.path === ':memory:') return createViewHere(options);
