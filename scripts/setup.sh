@@ -42,13 +42,19 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install o
 # Any Docker engine the host has, by package or on PATH: the test suite uses it as it is. docker.io would replace
 # docker-ce (the package most GPU hosts run, with the NVIDIA container toolkit's runtime configured) or moby-engine.
 docker_engine() {
-  for p in docker-ce docker-ce-cli moby-engine podman-docker docker.io; do
+  for p in docker-ce moby-engine podman-docker docker.io; do
     if installed "$p"; then
       echo "$p"
       return 0
     fi
   done
-  command -v docker 2>/dev/null || true
+  # A docker client alone (a static binary, docker-ce-cli) is no engine: a dockerd is, or a client that reaches one.
+  if command -v dockerd >/dev/null 2>&1; then
+    command -v dockerd
+  elif command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; then
+    command -v docker
+  fi
+  return 0
 }
 
 # bubblewrap: the sandbox; python3-torch, python3-numpy, libopenblas0-pthread: the micro tasks' jobs run the system's

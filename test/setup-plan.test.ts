@@ -11,7 +11,7 @@ import { packageRoot } from '../src/util/paths.js';
  * uses, a `nvidia-smi` that prints a saved driver's output). Nothing is installed: --plan changes nothing, and this way
  * the test needs no container and adds nothing to CI's own setup.
  */
-const tools = ['sh', 'dpkg-query', 'grep', 'cut', 'sha256sum', 'cat', 'id', 'awk', 'sed', 'head', 'wc', 'dirname', 'sort'];
+const tools = ['sh', 'dpkg-query', 'grep', 'cut', 'sha256sum', 'cat', 'id', 'awk', 'sed', 'head', 'wc', 'dirname', 'sort', 'timeout'];
 let scratch: string;
 /** Where this machine has each of those tools, found once. */
 let toolPaths: string[];
@@ -69,13 +69,27 @@ describe('scripts/setup.sh --plan', () => {
     expect(installLine(result.stdout)).toEqual(['chromium', 'debootstrap', 'slurmctld', 'slurmd', 'slurm-client', 'munge', ...testVm]);
   });
 
-  it('counts podman-docker, and a docker on PATH from no package, as an engine too', () => {
+  it('counts podman-docker, a dockerd on PATH, and a docker client that reaches an engine, as an engine too', () => {
     const podman = plan(host('podman', ['podman-docker']), ['test'], { A2RL_FULL_GPU: '0' });
     expect(podman.stdout).toMatch(/Docker engine: podman-docker, kept/);
     const onPath = host('docker-binary', [], { docker: 'exit 0' });
     const binary = plan(onPath, ['test'], { A2RL_FULL_GPU: '0' });
     expect(binary.stdout).toContain(`Docker engine: ${join(onPath.bin, 'docker')}, kept`);
     expect(installLine(binary.stdout)).not.toContain('docker.io');
+    const daemon = host('dockerd-binary', [], { dockerd: 'exit 0' });
+    expect(plan(daemon, ['test'], { A2RL_FULL_GPU: '0' }).stdout).toContain(`Docker engine: ${join(daemon.bin, 'dockerd')}, kept`);
+  });
+
+  it('installs docker.io beside a docker client that reaches no engine (a static binary, docker-ce-cli alone)', () => {
+    const client = plan(
+      host('docker-client', ['docker-ce-cli'], { docker: 'echo "Cannot connect to the Docker daemon" >&2; exit 1' }),
+      ['test'],
+      {
+        A2RL_FULL_GPU: '0',
+      },
+    );
+    expect(client.stdout).toMatch(/^ {2}Docker engine: none found, docker\.io to install$/m);
+    expect(installLine(client.stdout)).toContain('docker.io');
   });
 
   it('installs docker.io for npm test only where no engine is present', () => {
