@@ -3,7 +3,6 @@ import { HostGuard, isLoopback, urlHost, wildcardHosts } from '../mcp/transports
 import { openFrontDoor, privateServerSocket } from '../mcp/transports/http/front-door.js';
 import { defaultDiskQuotaBytes } from '../core/engine.js';
 import type { Store } from '../store/store.js';
-import { isA2rlError } from '../util/errors.js';
 import { createView } from './worker-proxy.js';
 import { loginCode } from './token.js';
 
@@ -40,11 +39,7 @@ export async function openView(options: ViewServeOptions): Promise<ViewServer> {
   const guard = new HostGuard(options.host, options.allowHosts);
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
-    try {
-      guard.check(req);
-    } catch (error) {
-      return void res.writeHead(403, { 'Content-Type': 'text/plain; charset=utf-8' }).end(isA2rlError(error) ? error.message : 'Forbidden');
-    }
+    if (guard.refused(req, res)) return;
     if (url.pathname === '/') return void res.writeHead(303, { Location: '/view' }).end();
     void view.handle(req, res, url);
   });

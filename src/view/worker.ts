@@ -4,7 +4,6 @@ import type { Socket } from 'node:net';
 import { setPriority } from 'node:os';
 import { HostGuard } from '../mcp/transports/http/auth.js';
 import { Store } from '../store/store.js';
-import { isA2rlError } from '../util/errors.js';
 import { forward } from './forward.js';
 import { createViewHere } from './handler.js';
 
@@ -80,11 +79,7 @@ process.once('message', (options: ViewWorkerData) => {
     if (url.pathname !== '/view' && !url.pathname.startsWith('/view/')) {
       return forward(req, res, options.serverSocket, (error) => `The server failed to answer: ${error.message}. Try again.`);
     }
-    try {
-      guard.check(req);
-    } catch (error) {
-      return void res.writeHead(403, { 'Content-Type': 'text/plain; charset=utf-8' }).end(isA2rlError(error) ? error.message : 'Forbidden');
-    }
+    if (guard.refused(req, res)) return;
     void view.handle(req, res, url);
   });
   const close = () => {

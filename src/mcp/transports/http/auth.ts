@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { A2rlError } from '../../../util/errors.js';
 import { adminTokenMatches, bearerToken, type RunTokenCache } from '../../tokens.js';
 
@@ -32,6 +32,17 @@ export class HostGuard {
     const origin = req.headers.origin;
     if (origin !== undefined && origin !== 'null' && !this.allowedHosts.has(hostnameOf(origin) ?? '')) {
       throw new A2rlError('FORBIDDEN', `Origin "${origin}" is not allowed; the operator can allow its host with --allow-host.`);
+    }
+  }
+
+  /** The check for the view's servers: a refusal answered `403` in plain text (a browser's page); true when refused. */
+  refused(req: IncomingMessage, res: ServerResponse): boolean {
+    try {
+      this.check(req);
+      return false;
+    } catch (error) {
+      res.writeHead(403, { 'Content-Type': 'text/plain; charset=utf-8' }).end((error as Error).message);
+      return true;
     }
   }
 }
