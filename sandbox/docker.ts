@@ -35,9 +35,6 @@ const jobCgroupPrefix = 'a2rl-';
 const joinCgroupThenRun =
   'until moved=; while IFS= read -r line; do case $line in *:pids:*"/$A2RL_CGROUP"|0::*"/$A2RL_CGROUP") moved=1;; esac; done < /proc/self/cgroup; [ -n "$moved" ]; do :; done; unset A2RL_CGROUP; exec "$@"';
 
-/** Longest wait for the engine to start an exec'd job's process. */
-const execStartTimeoutMs = 30_000;
-
 export interface DockerBackendOptions {
   /** Names this server on everything it creates, so a later start can sweep what a crash left. */
   owner: string;
@@ -335,16 +332,19 @@ class DockerProcess implements SandboxProcess {
         AttachStderr: true,
       });
       const stream = await exec.start({ hijack: true, stdin: false });
+      let streamEnded = false;
       const ended = new Promise<void>((resolve) => {
         stream.once('end', resolve);
         stream.once('close', resolve);
         stream.once('error', () => resolve());
-      });
+      }).then(() => void (streamEnded = true));
       container.modem.demuxStream(stream, job.sink.stream('stdout'), job.sink.stream('stderr'));
       // The engine may answer before the process exists (not running, no exit code yet): wait for its pid, or its end.
+      // No deadline: the process spins until it is moved, so giving up on a slow engine would leave it unmoved,
+      // unlimited and out of stop()'s reach. An exec the engine failed to start ends its stream with no pid.
       let info = await exec.inspect();
-      for (const deadline = Date.now() + execStartTimeoutMs; info.Pid === 0 && info.ExitCode === null && Date.now() < deadline;) {
-        await delay(5);
+      for (let pause = 5; info.Pid === 0 && info.ExitCode === null && !streamEnded; pause = Math.min(2 * pause, 200)) {
+        await delay(pause);
         info = await exec.inspect();
       }
       if (info.Pid > 0) {
