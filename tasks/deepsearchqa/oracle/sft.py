@@ -8,9 +8,14 @@ Run in an agent's workspace (PYTHONPATH holding lib/, so hflm and a2rl_search im
 hflm.deepsearchqa.play records it: the opening prompt and its segments, the loss on the model's own segments and on
 how each ends (the "\\nObservation:" stop after a search, the end-of-sequence token after the answer), so the model
 learns to stop where the grader's generation stops. Episodes:
-- --expert: each train question played by an expert that searches the person it asks about (`search[about Ann]`,
+- --expert: each train question played by an expert that searches the person it asks about (`search[city of Ann]`,
   through the run's search channel: one query a question, counted) and answers with the row's gold answer, the
-  smoke profile's questions being "Which city does Ann live in?" and its kin;
+  smoke profile's questions being "Which city is home to Ann?" and its kin; and --made-up N more of each, about a
+  made-up person ("Which city is home to tailor?"), with made-up facts in the observation (no search), the name and
+  the facts any word the tokenizer holds as one token. The evaluation asks about the same people as the train
+  questions, never what those ask of them, and its answers are often words no train question answers: a model that
+  remembers which name goes with which train question searches the wrong person there, and one that learnt to write
+  the train answers cannot write the others. Made-up people and facts leave nothing to remember, only to copy.
 - --rollouts FILE...: the launch_rollouts episodes that answered (ended "answer") and earned reward 1.
 Writes a full model (safetensors and tokenizer) or, with --lora, a PEFT LoRA adapter of --base. Seeded. The defaults
 suit the smoke profile's tiny model on 2 CPU cores.
@@ -30,6 +35,8 @@ ANSWER_STEP = " Action: answer[ {value}]"
 # The smoke profile's questions, "Which <attribute> ... <name>?" (tasks/hflm-tests/fixture_smoke_deepsearchqa.py).
 QUESTION = re.compile(r"^Which (\w+) .* (\w+)\?$")
 STOP_AFTER_SEARCH = "\nObservation:"
+# One fact of an observation, as the smoke profile's corpus writes them: "Ann's city is Rome."
+FACT = re.compile(r"\w+'s (\w+) is (\w+)\.")
 
 
 def parse(argv=None):
@@ -39,6 +46,8 @@ def parse(argv=None):
     parser.add_argument("--init", help="the full model to start from (default: --base)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--expert", action="store_true", help="train on the expert's episodes of the train questions")
+    parser.add_argument("--made-up", type=int, default=8,
+                        help="with --expert: episodes about made-up people per train question, to learn to copy names")
     parser.add_argument("--rollouts", nargs="*", default=[], help="launch_rollouts files: their successful episodes")
     parser.add_argument("--lora", action="store_true", help="train and write a LoRA adapter of --base")
     parser.add_argument("--steps", type=int, default=150)
@@ -61,6 +70,31 @@ def expert_episodes(rows):
         episodes.append({"prompt": deepsearchqa.prompt(row["question"], row["answer_type"]),
                          "segments": [[step, True], [f"\nObservation: {seen}\nThought:", False],
                                       [ANSWER_STEP.format(value=row["answer"]), True]]})
+    return episodes
+
+
+def vocabulary_words(tokenizer):
+    """The words the tokenizer writes as one token after a space (" Rome"): the made-up people's names and facts."""
+    words = {tokenizer.decode([token]) for token in range(len(tokenizer))}
+    return sorted(word[1:] for word in words if word.startswith(" ") and word[1:].isalpha() and len(word) > 3)
+
+
+def made_up_episodes(rows, expert, per_row, words, seed=0):
+    """per_row episodes for each expert episode, its person renamed and the facts its search showed given other
+    values, both drawn from words: the question's last word, whatever it is, is the one to search for, and the
+    observation's first fact, whatever it is, the one to answer."""
+    rng = random.Random(seed)
+    episodes = []
+    for row, episode in zip(rows, expert):
+        attribute, name = QUESTION.match(row["question"]).groups()
+        shown = [a for a, _value in FACT.findall(episode["segments"][1][0])]
+        for _ in range(per_row):
+            person, values = rng.choice(words), [rng.choice(words) for _ in shown]
+            made_up = " | ".join(f"{person}'s {a} is {value}." for a, value in zip(shown, values))
+            episodes.append({"prompt": deepsearchqa.prompt(row["question"][: -len(name) - 1] + person + "?", row["answer_type"]),
+                             "segments": [[SEARCH_STEP.format(attribute=attribute, name=person), True],
+                                          [f"\nObservation: {made_up}\nThought:", False],
+                                          [ANSWER_STEP.format(value=values[0]), True]]})
     return episodes
 
 
@@ -132,12 +166,14 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     with open(args.data, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    episodes = (expert_episodes(rows) if args.expert else []) + successful(args.rollouts)
-    print(f"{len(episodes)} episodes to learn from", flush=True)
-    if not episodes:
-        raise SystemExit("no episode to learn from: pass --expert, or rollouts with successful episodes")
     base = os.path.abspath(args.base)  # an adapter records its base; a relative path would read as a hub id
     tokenizer = AutoTokenizer.from_pretrained(base)
+    expert = expert_episodes(rows) if args.expert else []
+    made_up = made_up_episodes(rows, expert, args.made_up, vocabulary_words(tokenizer))
+    episodes = expert + made_up + successful(args.rollouts)
+    print(f"{len(episodes)} episodes to learn from ({len(made_up)} made up)", flush=True)
+    if not episodes:
+        raise SystemExit("no episode to learn from: pass --expert, or rollouts with successful episodes")
     model = AutoModelForCausalLM.from_pretrained(os.path.abspath(args.init) if args.init else base, dtype=torch.float32,
                                                  use_safetensors=True)
     if args.lora:
