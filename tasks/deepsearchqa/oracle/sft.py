@@ -47,7 +47,7 @@ def parse(argv=None):
     parser.add_argument("--out", required=True)
     parser.add_argument("--expert", action="store_true", help="train on the expert's episodes of the train questions")
     parser.add_argument("--made-up", type=int, default=8,
-                        help="with --expert: episodes about made-up people per train question, to learn to copy names")
+                        help="with --expert: episodes about made-up people per train question (to copy names and facts)")
     parser.add_argument("--rollouts", nargs="*", default=[], help="launch_rollouts files: their successful episodes")
     parser.add_argument("--lora", action="store_true", help="train and write a LoRA adapter of --base")
     parser.add_argument("--steps", type=int, default=150)
