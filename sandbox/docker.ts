@@ -2,6 +2,7 @@ import type Docker from 'dockerode';
 import { giveWritableMounts, jobUser } from './job-identity.js';
 import { availableParallelism } from 'node:os';
 import { Writable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { cgroupBaseOf, cgroupsUnavailableReason, JobCgroup, leafNames, slowCgroupMovesReason, sweepChildCgroups } from './cgroup.js';
 import { processTree, signalAll } from './process-tree.js';
 import type {
@@ -344,7 +345,7 @@ class DockerProcess implements SandboxProcess {
       // unlimited and out of stop()'s reach. An exec the engine failed to start ends its stream with no pid.
       let info = await exec.inspect();
       for (let pause = 5; info.Pid === 0 && info.ExitCode === null && !streamEnded; pause = Math.min(2 * pause, 200)) {
-        await delay(pause);
+        await sleep(pause);
         info = await exec.inspect();
       }
       if (info.Pid > 0) {
@@ -354,7 +355,7 @@ class DockerProcess implements SandboxProcess {
       job.markStarted();
       await ended;
       // The stream may end a moment before the engine has recorded the exit code.
-      for (info = await exec.inspect(); info.Running; info = await exec.inspect()) await delay(20);
+      for (info = await exec.inspect(); info.Running; info = await exec.inspect()) await sleep(20);
       return { exitCode: info.ExitCode, signal: null, oomKilled: false };
     });
   }
@@ -434,8 +435,4 @@ class DockerProcess implements SandboxProcess {
     for (const pid of this.cgroup?.pids() ?? []) pids.add(pid);
     return [...pids];
   }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
