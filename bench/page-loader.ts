@@ -8,9 +8,9 @@ import { setPriority } from 'node:os';
  * bench's timed MCP client. A browser on another machine takes none of the server's CPUs: this one runs under
  * SCHED_IDLE, every thread (`chrt`; nice 19 where chrt is missing), so that it takes only what this machine's other
  * processes leave; at nice 19 it still took a share of the two cores the server and its view run on. The server's own
- * work for each page (the view's process rendering and sending it) is all measured. Started by `fork` with `{ base, token, paths, loop }`: loads every path at
- * once, again and again while `loop` until told `stop`; answers `{ loads, pages }` (the last round's first byte, total
- * and size of each page) and exits.
+ * work for each page (the view's process rendering and sending it) is all measured. Started by `fork` with
+ * `{ base, token, paths, loop }`: loads every path at once, again and again while `loop` until told `stop`; answers
+ * `{ loads, pages }` (the last round's first byte, total and size of each page) and exits.
  */
 
 for (const thread of readdirSync('/proc/self/task')) setPriority(Number(thread), 19);

@@ -153,7 +153,10 @@ async function atSize(runs: number) {
         pageLoads += (await browser.done).loads;
         const spinner = spawn(process.execPath, ['-e', 'require("os").setPriority(19); for (;;);'], { stdio: 'ignore' });
         spinning.push(...(await budgetStatusFor(client, 2500)));
+        // Gone before the next quiet slice starts.
+        const gone = new Promise((resolve) => spinner.once('exit', resolve));
         spinner.kill('SIGKILL');
+        await gone;
       }
       // An upgraded store: no summary kept, so the first leaderboard page writes every run's from the view worker
       // (500 a transaction) while the live run's calls are timed. The generation moves as a real write's would.
