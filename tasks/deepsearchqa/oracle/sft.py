@@ -169,7 +169,7 @@ def main(argv=None):
     base = os.path.abspath(args.base)  # an adapter records its base; a relative path would read as a hub id
     tokenizer = AutoTokenizer.from_pretrained(base)
     expert = expert_episodes(rows) if args.expert else []
-    made_up = made_up_episodes(rows, expert, args.made_up, vocabulary_words(tokenizer))
+    made_up = made_up_episodes(rows, expert, args.made_up, vocabulary_words(tokenizer)) if expert else []
     episodes = expert + made_up + successful(args.rollouts)
     print(f"{len(episodes)} episodes to learn from ({len(made_up)} made up)", flush=True)
     if not episodes:
