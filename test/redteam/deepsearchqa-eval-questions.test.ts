@@ -25,6 +25,8 @@ describe('deepsearchqa: the agent cannot read the evaluation questions nor reach
   let corpus: string;
   let services: Awaited<ReturnType<typeof startDeepsearchqaServices>>;
   let evalQuestions: string[];
+  // Before the fixture writes the questions: the scan looks for them in every file changed since (with a second's slack).
+  const questionsWritten = Date.now() / 1000 - 1;
 
   beforeAll(async () => {
     // A tiny base that answers every question at once and stops.
@@ -63,11 +65,12 @@ describe('deepsearchqa: the agent cannot read the evaluation questions nor reach
       hashes: secrets.map((f) => f.sha256),
       sizes: secrets.map((f) => f.size),
       texts: evalQuestions,
+      textsSince: questionsWritten,
     });
     expect(found.scanned).toBeGreaterThan(100);
     expect(found.hash).toEqual([]);
-    // The spec itself holds the questions: it is the only file that may.
-    expect(found.text.filter((p: string) => !p.endsWith('code/spec.json'))).toEqual([]);
+    // The spec itself holds the questions: it is the only file that may, and finding it shows the text search ran.
+    expect(found.text).toEqual(['/workspace/code/spec.json']);
     const byPath = await call(client, 'exec', { command: `ls ${evalDir} ${corpus} 2>&1 || echo unreachable` });
     expect(byPath.structured.output).toContain('unreachable');
   });

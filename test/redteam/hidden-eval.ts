@@ -80,14 +80,21 @@ export function hiddenRows(evalDir: string, field: string): string[] {
 
 /**
  * What the sandbox scan looks for: files of these sizes and hashes anywhere; folders of these names; files of 5 MiB or
- * less holding any of `texts`; workspace files with a line or a " [SEP] " or JSON string piece of one of `textHashes`'
- * sha256 (so the texts themselves never enter the sandbox).
+ * less, changed since `textsSince`, holding any of `texts`; workspace files with a line or a " [SEP] " or JSON string
+ * piece of one of `textHashes`' sha256 (so the texts themselves never enter the sandbox).
  */
 export interface ScanSpec {
   hashes: string[];
   sizes: number[];
   names?: string[];
   texts?: string[];
+  /**
+   * Epoch seconds: `texts` are looked for only in files whose status changed since (st_ctime, which no copy, link or
+   * touch sets back). Take it from before the texts were first written: an older file cannot hold them but as a whole
+   * copy of an earlier run's file, which the hash search finds. Reading all of the host's /usr for them (3.7 GB) took
+   * over 120 s on a loaded CI machine, without a file the run could have written.
+   */
+  textsSince?: number;
   textHashes?: string[];
 }
 
@@ -96,6 +103,7 @@ import hashlib, json, os, re, sys
 spec = json.load(open(sys.argv[1]))
 hashes, sizes, names = set(spec["hashes"]), set(spec["sizes"]), set(spec.get("names", []))
 texts, text_hashes = [t.encode() for t in spec.get("texts", [])], set(spec.get("textHashes", []))
+texts_since = spec.get("textsSince", 0)
 found = {"hash": [], "name": [], "text": [], "scanned": 0}
 digest = lambda s: hashlib.sha256(s.encode("utf-8")).hexdigest()
 for root, dirs, files in os.walk("/", onerror=lambda e: None):
@@ -108,10 +116,11 @@ for root, dirs, files in os.walk("/", onerror=lambda e: None):
             continue
         found["scanned"] += 1
         try:
-            size = os.path.getsize(path)
+            status = os.stat(path)
+            size = status.st_size
             if size in sizes and hashlib.sha256(open(path, "rb").read()).hexdigest() in hashes:
                 found["hash"].append(path)
-            if texts and size <= 5 * 2**20:
+            if texts and size <= 5 * 2**20 and status.st_ctime >= texts_since:
                 content = open(path, "rb").read()
                 if any(t in content for t in texts):
                     found["text"].append(path)
