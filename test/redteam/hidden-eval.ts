@@ -91,8 +91,8 @@ export interface ScanSpec {
   /**
    * Epoch seconds: `texts` are looked for only in files whose status changed since (st_ctime, which no copy, link or
    * touch sets back). Take it from before the texts were first written: an older file cannot hold them but as a whole
-   * copy of an earlier run's file, which the hash search finds. Reading all of the host's /usr for them (3.7 GB) took
-   * over 120 s on a loaded CI machine, without a file the run could have written.
+   * copy of an earlier run's file, which the hash search finds. Reading all of the host's /usr and the venv for them
+   * (3.7 GB, none of it written by a run) took over 120 s on a loaded CI machine.
    */
   textsSince?: number;
   textHashes?: string[];
