@@ -64,8 +64,7 @@ describe('deepsearchqa: the agent cannot read the evaluation questions nor reach
     const found = await scanSandbox(client, {
       hashes: secrets.map((f) => f.sha256),
       sizes: secrets.map((f) => f.size),
-      texts: evalQuestions,
-      textsSince: questionsWritten,
+      texts: { values: evalQuestions, changedSince: questionsWritten },
     });
     expect(found.scanned).toBeGreaterThan(100);
     expect(found.hash).toEqual([]);

@@ -80,21 +80,20 @@ export function hiddenRows(evalDir: string, field: string): string[] {
 
 /**
  * What the sandbox scan looks for: files of these sizes and hashes anywhere; folders of these names; files of 5 MiB or
- * less, changed since `textsSince`, holding any of `texts`; workspace files with a line or a " [SEP] " or JSON string
- * piece of one of `textHashes`' sha256 (so the texts themselves never enter the sandbox).
+ * less, changed since `texts.changedSince`, holding any of `texts.values`; workspace files with a line or a " [SEP] "
+ * or JSON string piece of one of `textHashes`' sha256 (so the texts themselves never enter the sandbox).
  */
 export interface ScanSpec {
   hashes: string[];
   sizes: number[];
   names?: string[];
-  texts?: string[];
   /**
-   * Epoch seconds: `texts` are looked for only in files whose status changed since (st_ctime, which no copy, link or
-   * touch sets back). Take it from before the texts were first written: an older file cannot hold them but as a whole
-   * copy of an earlier run's file, which the hash search finds. Reading all of the host's /usr and the venv for them
-   * (3.7 GB, none of it written by a run) took over 120 s on a loaded CI machine.
+   * `changedSince`, epoch seconds: the texts are looked for only in files whose status changed since (st_ctime, which
+   * no copy, link or touch sets back). Take it from before the texts were first written: an older file cannot hold
+   * them but as a whole copy of an earlier run's file, which the hash search finds. Reading all of the host's /usr and
+   * the venv for them (3.7 GB, none of it written by a run) took over 120 s on a loaded CI machine.
    */
-  textsSince?: number;
+  texts?: { values: string[]; changedSince: number };
   textHashes?: string[];
 }
 
@@ -102,8 +101,9 @@ const scanScript = `
 import hashlib, json, os, re, sys
 spec = json.load(open(sys.argv[1]))
 hashes, sizes, names = set(spec["hashes"]), set(spec["sizes"]), set(spec.get("names", []))
-texts, text_hashes = [t.encode() for t in spec.get("texts", [])], set(spec.get("textHashes", []))
-texts_since = spec.get("textsSince", 0)
+wanted = spec.get("texts", {"values": [], "changedSince": 0})
+texts, texts_since = [t.encode() for t in wanted["values"]], wanted["changedSince"]
+text_hashes = set(spec.get("textHashes", []))
 found = {"hash": [], "name": [], "text": [], "scanned": 0}
 digest = lambda s: hashlib.sha256(s.encode("utf-8")).hexdigest()
 for root, dirs, files in os.walk("/", onerror=lambda e: None):
