@@ -2,6 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { fork, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -154,7 +155,7 @@ async function atSize(runs: number) {
         const spinner = spawn(process.execPath, ['-e', 'require("os").setPriority(19); for (;;);'], { stdio: 'ignore' });
         spinning.push(...(await budgetStatusFor(client, 2500)));
         // Gone before the next quiet slice starts.
-        const gone = new Promise((resolve) => spinner.once('exit', resolve));
+        const gone = once(spinner, 'exit');
         spinner.kill('SIGKILL');
         await gone;
       }
@@ -200,7 +201,7 @@ async function atSize(runs: number) {
       };
     } finally {
       server.child.kill('SIGTERM');
-      await new Promise((resolve) => server.child.once('exit', resolve));
+      await once(server.child, 'exit');
     }
   } finally {
     rmSync(home, { recursive: true, force: true });
