@@ -92,7 +92,11 @@ print(json.dumps(out))
       const health = await fetch(`${server.url}/healthz`);
       expect(health.headers.get('keep-alive')).toBe(`timeout=${keepAliveSeconds}`);
       const marker = newMarker();
-      const started = await call(client, 'run_training', { command: `sh -c 'b() { b | b & }; b; sleep 600' ${marker}` });
+      // The bomb in a subshell, and the job's own process then waiting without a fork: once the bomb holds every pid
+      // the job may have, a fork of the job's own shell fails, and a shell that cannot fork exits (the job would end
+      // `failed` before it is cancelled). The wait keeps the marker ($0) in its command line, as the bomb's shells do.
+      const bomb = `(b() { b | b & }; b); exec python3 -c "import time; time.sleep(600)" "$0"`;
+      const started = await call(client, 'run_training', { command: `sh -c '${bomb}' ${marker}` });
       await whenRunning(marker);
       await new Promise((resolve) => setTimeout(resolve, 2000));
       const before = Date.now();
